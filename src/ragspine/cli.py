@@ -1,0 +1,266 @@
+"""The ``ragspine`` command (R90): human output by default, ``--json`` for scripts.
+
+Exit codes: 0 success, 1 the work ran but something failed (e.g. a file could not be ingested),
+2 the command line itself is wrong (bad filter, unknown mode, missing knowledge base).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import platform
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ragspine import __version__
+from ragspine.config import MODES
+from ragspine.errors import InvalidArgumentError, KnowledgeBaseError, LoaderError, RagspineError
+from ragspine.knowledge_base import KnowledgeBase, delete_knowledge_base, is_knowledge_base
+from ragspine.retrieval.filters import filters_from_expressions, parse_scalar
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def _print_json(payload: object) -> None:
+    sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
+
+
+def _parse_meta(pairs: Sequence[str]) -> dict[str, Any]:
+    metadata: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidArgumentError(f"--meta {pair!r}: expected KEY=VALUE")
+        metadata[key] = parse_scalar(value)
+    return metadata
+
+
+@contextmanager
+def _progress(enabled: bool, label: str) -> Iterator[Callable[[int, int, str], None] | None]:
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task("", total=None)
+
+        def update(done: int, total: int, name: str) -> None:
+            bar.update(task, completed=done, total=total, description=Path(name).name[:40])
+
+        yield update
+
+
+def _open_kb(path: str, *, create: bool = False) -> KnowledgeBase:
+    if not create and not is_knowledge_base(path):
+        raise KnowledgeBaseError(
+            f"{path} is not a knowledge base; create it with 'ragspine ingest'"
+        )
+    return KnowledgeBase(path, create=create)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    metadata = _parse_meta(args.meta)
+    with _open_kb(args.kb, create=True) as kb, _progress(not args.json, "ingest") as progress:
+        report = kb.ingest(
+            args.paths,
+            metadata,
+            include=args.include,
+            exclude=args.exclude,
+            progress=progress,
+        )
+        counts = kb.store.counts()
+    if args.json:
+        _print_json({**report.to_dict(), "kb": args.kb, **counts})
+    else:
+        print(
+            f"{args.kb}: {report.added} added, {report.updated} updated, "
+            f"{report.unchanged} unchanged, {len(report.failed)} failed; "
+            f"{report.chunks_written} chunks written; {counts['documents']} documents and "
+            f"{counts['chunks']} chunks active"
+        )
+        for path, error in report.failed:
+            print(
+                f"  failed: {error}" if error.startswith(path) else f"  failed: {path}: {error}",
+                file=sys.stderr,
+            )
+    return EXIT_FAILED if report.failed else 0
+
+
+def _render_snippet(rank: int, snippet: dict[str, Any]) -> str:
+    scores = snippet["scores"]
+    score_text = ", ".join(f"{k} {v:.4f}" for k, v in scores.items() if v is not None)
+    text = " ".join(snippet["text"].split())
+    if len(text) > 320:
+        text = text[:317] + "..."
+    flag = f"  [{snippet['sensitivity']}]" if snippet["sensitivity"] != "PUBLIC" else ""
+    return (
+        f"[{rank}] {snippet['title'] or snippet['doc_id']}{flag}\n"
+        f"    {snippet['source_locator']}  ({score_text})\n"
+        f"    {text}"
+    )
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    spec = filters_from_expressions(args.filter)
+    with _open_kb(args.kb) as kb:
+        snippets = kb.search(
+            args.query,
+            top_k=args.top_k,
+            filters=spec,
+            doc_ids=args.doc_id if args.doc_id else None,
+            mode=args.mode,
+        )
+    results = [s.to_dict() for s in snippets]
+    if args.json:
+        _print_json(results)
+    elif not results:
+        print("no results")
+    else:
+        print("\n\n".join(_render_snippet(i, r) for i, r in enumerate(results, start=1)))
+    return 0
+
+
+def cmd_kb(args: argparse.Namespace) -> int:
+    if args.kb_command == "list":
+        root = Path(args.root)
+        if not root.is_dir():
+            raise KnowledgeBaseError(f"{root} is not a directory")
+        names = sorted(p.name for p in root.iterdir() if is_knowledge_base(p))
+        if args.json:
+            _print_json([{"name": n, "path": str(root / n)} for n in names])
+        else:
+            print("\n".join(names) if names else f"no knowledge bases under {root}")
+        return 0
+    if args.kb_command == "create":
+        if is_knowledge_base(args.kb):
+            raise KnowledgeBaseError(f"{args.kb} already exists")
+        with KnowledgeBase(args.kb) as kb:
+            info = kb.stats()
+    elif args.kb_command == "info":
+        with _open_kb(args.kb) as kb:
+            info = kb.stats()
+            info["documents_list"] = [d.doc_id for d in kb.documents()][: args.limit]
+    else:  # delete
+        if not args.yes:
+            raise InvalidArgumentError(f"refusing to delete {args.kb} without --yes")
+        delete_knowledge_base(args.kb)
+        info = {"deleted": args.kb}
+    if args.json:
+        _print_json(info)
+    else:
+        for key, value in info.items():
+            print(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+    return 0
+
+
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    import numpy
+
+    report: dict[str, Any] = {
+        "ragspine": __version__,
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "loaders": {
+            "text/markdown/html": True,
+            "pdf (pypdf)": _has("pypdf"),
+            "docx (python-docx)": _has("docx"),
+        },
+        "stemming (PyStemmer)": _has("Stemmer"),
+        "retrieval": {"lexical": "BM25 (inverted index)", "dense": "none configured"},
+        "modes": list(MODES),
+    }
+    if args.kb:
+        with _open_kb(args.kb) as kb:
+            report["kb"] = kb.stats()
+    if args.json:
+        _print_json(report)
+    else:
+        for key, value in report.items():
+            print(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ragspine", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"ragspine {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ingest = sub.add_parser("ingest", help="load, chunk and index files into a knowledge base")
+    ingest.add_argument("paths", nargs="+", help="files or directories")
+    ingest.add_argument("--kb", required=True, help="knowledge-base directory (created if absent)")
+    ingest.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE")
+    ingest.add_argument("--include", action="append", default=[], metavar="GLOB")
+    ingest.add_argument("--exclude", action="append", default=[], metavar="GLOB")
+    ingest.add_argument("--json", action="store_true")
+    ingest.set_defaults(func=cmd_ingest)
+
+    search = sub.add_parser("search", help="search a knowledge base")
+    search.add_argument("query")
+    search.add_argument("--kb", required=True)
+    search.add_argument("--top-k", type=int, default=10)
+    search.add_argument(
+        "--filter", action="append", default=[], metavar="FIELD:OP:VALUE",
+        help="FIELD:OP:VALUE (eq ne in nin gt gte lt lte between) or FIELD=VALUE; "
+        "lists comma-separated",
+    )  # fmt: skip
+    search.add_argument("--doc-id", action="append", default=[], metavar="ID")
+    search.add_argument("--mode", choices=MODES, default=None)
+    search.add_argument("--json", action="store_true")
+    search.set_defaults(func=cmd_search)
+
+    kb = sub.add_parser("kb", help="list, create, inspect or delete knowledge bases")
+    kb_sub = kb.add_subparsers(dest="kb_command", required=True)
+    kb_list = kb_sub.add_parser("list")
+    kb_list.add_argument("--root", default=".")
+    for name in ("create", "info", "delete"):
+        p = kb_sub.add_parser(name)
+        p.add_argument("--kb", required=True)
+        if name == "info":
+            p.add_argument("--limit", type=int, default=20)
+        if name == "delete":
+            p.add_argument("--yes", action="store_true")
+    for p in kb_sub.choices.values():
+        p.add_argument("--json", action="store_true")
+    kb.set_defaults(func=cmd_kb)
+
+    doctor = sub.add_parser("doctor", help="what is installed and which backends are active")
+    doctor.add_argument("--kb", default=None)
+    doctor.add_argument("--json", action="store_true")
+    doctor.set_defaults(func=cmd_doctor)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (InvalidArgumentError, KnowledgeBaseError) as exc:
+        print(f"ragspine: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (LoaderError, RagspineError) as exc:
+        print(f"ragspine: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Settings: every ``RAGSPINE_*`` variable is read here and nowhere else (R92).
+
+Each variable has a keyword twin; keywords win over the environment, and a knowledge base's own
+recorded settings win over both for what must not change after creation (tokenizer, chunker).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from ragspine.errors import InvalidArgumentError
+from ragspine.retrieval.chunking.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS
+from ragspine.retrieval.lexical.bm25 import DEFAULT_BM25_B, DEFAULT_BM25_K1
+
+LEXICAL_MODES = ("bm25", "lexical", "economy", "text")
+DENSE_MODES = ("hybrid", "vector")
+MODES = ("auto", *LEXICAL_MODES, *DENSE_MODES)
+
+
+@dataclass(frozen=True)
+class Settings:
+    retrieval_mode: str = "auto"
+    chunk_chars: int = DEFAULT_CHUNK_CHARS
+    overlap_chars: int = DEFAULT_OVERLAP_CHARS
+    stemmer: str = "english"
+    bm25_k1: float = DEFAULT_BM25_K1
+    bm25_b: float = DEFAULT_BM25_B
+
+    @classmethod
+    def from_env(
+        cls, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+    ) -> Settings:
+        """Environment first, then every override that is not ``None``."""
+        env = os.environ if environ is None else environ
+        overrides = dict(overrides or {})
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(f"RAGSPINE_{f.name.upper()}")
+            if raw is not None and raw.strip():
+                values[f.name] = _coerce(f.name, type(getattr(cls(), f.name)), raw.strip())
+        settings = cls(**values)
+        unknown = set(overrides) - {f.name for f in fields(cls)}
+        if unknown:
+            raise InvalidArgumentError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        given = {k: v for k, v in overrides.items() if v is not None}
+        return replace(settings, **given)
+
+    def __post_init__(self) -> None:
+        if self.retrieval_mode not in MODES:
+            raise InvalidArgumentError(
+                f"unknown retrieval mode {self.retrieval_mode!r}; use one of {', '.join(MODES)}"
+            )
+
+
+def _coerce(name: str, kind: type, raw: str) -> Any:
+    try:
+        return kind(raw)
+    except ValueError as exc:
+        raise InvalidArgumentError(
+            f"RAGSPINE_{name.upper()}={raw!r} is not a valid {kind.__name__}"
+        ) from exc

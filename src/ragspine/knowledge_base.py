@@ -1,0 +1,380 @@
+"""``KnowledgeBase``: one directory holding the chunk store and its indexes (R100).
+
+The SQLite store is the record; the BM25 index is derived from it, saved beside it and tagged with
+the store generation it reflects. Every search first catches the index up with the store, so a
+retired or replaced chunk is never returned (R12), whichever process wrote it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import shutil
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragspine.config import DENSE_MODES, LEXICAL_MODES, MODES, Settings
+from ragspine.documents.walk import iter_files
+from ragspine.errors import InvalidArgumentError, KnowledgeBaseError, RagspineError
+from ragspine.ingest import (
+    ChunkingPlan,
+    Document,
+    IngestReport,
+    PreparedDocument,
+    file_hash,
+    prepare_document,
+    prepare_file,
+)
+from ragspine.retrieval.chunking.chunk_store import ChunkStore, DocumentRecord, SourceDocument
+from ragspine.retrieval.chunking.chunking import Chunk, validate_budget
+from ragspine.retrieval.filters import MetadataFilter, parse_filters
+from ragspine.retrieval.lexical.fusion import DEFAULT_RRF_K
+from ragspine.retrieval.lexical.index import BM25Index
+from ragspine.retrieval.lexical.tokenizer import Tokenizer
+from ragspine.retrieval.link.snippet import Snippet
+
+KB_FORMAT = 1
+CONFIG_FILE = "kb.json"
+STORE_FILE = "chunks.db"
+LEXICAL_DIR = "lexical"
+_WRITE_BATCH = 256
+
+Progress = Callable[[int, int, str], None]
+
+
+def is_knowledge_base(path: str | Path) -> bool:
+    return (Path(path) / CONFIG_FILE).is_file()
+
+
+class KnowledgeBase:
+    """Create or open the knowledge base in ``path``.
+
+    Settings not given as keywords come from ``RAGSPINE_*`` variables when the knowledge base is
+    created, and from its ``kb.json`` afterwards; a keyword that contradicts ``kb.json`` is an
+    error rather than a silently inconsistent index.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        create: bool = True,
+        chunk_chars: int | None = None,
+        overlap_chars: int | None = None,
+        stemmer: str | None = None,
+        bm25_k1: float | None = None,
+        bm25_b: float | None = None,
+        retrieval_mode: str | None = None,
+    ) -> None:
+        self.path = Path(path)
+        requested = {
+            "chunk_chars": chunk_chars,
+            "overlap_chars": overlap_chars,
+            "stemmer": stemmer,
+            "bm25_k1": bm25_k1,
+            "bm25_b": bm25_b,
+        }
+        config_path = self.path / CONFIG_FILE
+        if config_path.is_file():
+            self.config = self._read_config(config_path)
+            recorded = self._recorded_settings(self.config)
+            clash = {k: v for k, v in requested.items() if v is not None and v != recorded[k]}
+            if clash:
+                raise KnowledgeBaseError(
+                    f"{self.path} was created with "
+                    + ", ".join(f"{k}={recorded[k]!r}" for k in clash)
+                    + "; it cannot be opened with "
+                    + ", ".join(f"{k}={v!r}" for k, v in clash.items())
+                )
+            self.settings = Settings.from_env({**recorded, "retrieval_mode": retrieval_mode})
+        else:
+            if not create:
+                raise KnowledgeBaseError(f"{self.path} is not a knowledge base (no {CONFIG_FILE})")
+            if self.path.exists() and any(self.path.iterdir()):
+                raise KnowledgeBaseError(
+                    f"{self.path} exists and is not empty; refusing to make it a knowledge base"
+                )
+            self.settings = Settings.from_env({**requested, "retrieval_mode": retrieval_mode})
+            self.config = self._initial_config(self.settings)
+        self.plan = ChunkingPlan(self.settings.chunk_chars, self.settings.overlap_chars)
+        self.tokenizer = Tokenizer(stemmer=self.settings.stemmer)
+        self.path.mkdir(parents=True, exist_ok=True)
+        if not config_path.is_file():
+            config_path.write_text(json.dumps(self.config, indent=2) + "\n", encoding="utf-8")
+        self.store = ChunkStore(self.path / STORE_FILE)
+        self.store.init_schema()
+        self._index_lock = threading.Lock()
+        self._index = self._open_index()
+        if self._index.generation == 0 and self.store.generation > 1:
+            with self._write_lock():  # absent or damaged: rebuild from the store, once, on disk
+                self._sync_index(persist=True)
+
+    # ------------------------------------------------------------- configuration
+    @staticmethod
+    def _read_config(path: Path) -> dict[str, Any]:
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise KnowledgeBaseError(f"{path} is unreadable: {exc}") from exc
+        if not isinstance(config, dict) or config.get("format") != KB_FORMAT:
+            raise KnowledgeBaseError(
+                f"{path} is not a ragspine knowledge base of format {KB_FORMAT}"
+            )
+        return config
+
+    @staticmethod
+    def _initial_config(settings: Settings) -> dict[str, Any]:
+        tokenizer = Tokenizer(stemmer=settings.stemmer)
+        plan = ChunkingPlan(settings.chunk_chars, settings.overlap_chars)
+        try:
+            validate_budget(plan.max_chars, plan.overlap_chars)
+        except ValueError as exc:
+            raise InvalidArgumentError(str(exc)) from exc
+        return {
+            "format": KB_FORMAT,
+            "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "chunker": plan.describe(),
+            "tokenizer": tokenizer.describe(),
+            "bm25": {"k1": settings.bm25_k1, "b": settings.bm25_b},
+        }
+
+    @staticmethod
+    def _recorded_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "chunk_chars": int(config["chunker"]["max_chars"]),
+            "overlap_chars": int(config["chunker"]["overlap_chars"]),
+            "stemmer": str(config["tokenizer"]["stemmer"]),
+            "bm25_k1": float(config["bm25"]["k1"]),
+            "bm25_b": float(config["bm25"]["b"]),
+        }
+
+    # ------------------------------------------------------------------- index
+    def _new_index(self) -> BM25Index:
+        return BM25Index(self.tokenizer, k1=self.settings.bm25_k1, b=self.settings.bm25_b)
+
+    def _open_index(self) -> BM25Index:
+        try:
+            return BM25Index.load(self.path / LEXICAL_DIR, self.tokenizer)
+        except ValueError:
+            return self._new_index()  # absent or damaged: rebuilt from the store on first sync
+
+    def _sync_index(self, *, persist: bool = False) -> BM25Index:
+        """Catch the index up with the store; ``persist`` saves it (writers only)."""
+        with self._index_lock:
+            index = self._index
+            store_generation = self.store.generation
+            if index.generation > store_generation:
+                index = self._new_index()  # the store was replaced underneath us
+            if index.generation < store_generation:
+                saved = self._open_index()
+                if index.generation < saved.generation <= store_generation:
+                    index = saved
+                changes = self.store.changes_since(index.generation)
+                index.apply(changes.added, changes.retired, changes.generation)
+            self._index = index
+            if persist:
+                index.save(self.path / LEXICAL_DIR)
+            return index
+
+    @contextmanager
+    def _write_lock(self) -> Iterator[None]:
+        with open(self.path / "write.lock", "a+b") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    # ------------------------------------------------------------------ writing
+    def _write(self, prepared: Iterable[PreparedDocument | None], report: IngestReport) -> None:
+        hashes = self.store.content_hashes()
+        batch: list[tuple[str, Sequence[Chunk], str, SourceDocument | None]] = []
+
+        def flush() -> None:
+            report.chunks_written += self.store.replace_many(batch)
+            batch.clear()
+
+        for item in prepared:
+            if item is None:
+                continue
+            doc_id = item.source.doc_id
+            if hashes.get(doc_id) == item.source.content_hash:
+                report.unchanged += 1
+                continue
+            if doc_id in hashes:
+                report.updated += 1
+            else:
+                report.added += 1
+            hashes[doc_id] = item.source.content_hash
+            batch.append((doc_id, item.chunks, "", item.source))
+            if len(batch) >= _WRITE_BATCH:
+                flush()
+        if batch:
+            flush()
+
+    def ingest(
+        self,
+        paths: str | Path | Sequence[str | Path],
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        progress: Progress | None = None,
+    ) -> IngestReport:
+        """Load, chunk and index files; unchanged files are skipped by content hash.
+
+        A file that cannot be read is reported in ``failed`` and the rest are still ingested.
+        """
+        if isinstance(paths, (str, Path)):
+            paths = [paths]
+        caller = dict(metadata or {})
+        files = iter_files(paths, include=include, exclude=exclude)
+        report = IngestReport()
+        with self._write_lock():
+            known = self.store.content_hashes()
+
+            def prepared() -> Iterator[PreparedDocument | None]:
+                for done, item in enumerate(files, start=1):
+                    if progress is not None:
+                        progress(done, len(files), str(item.path))
+                    try:
+                        data = item.path.read_bytes()
+                        digest = file_hash(item, data, caller, self.plan)
+                        if known.get(item.doc_id) == digest:
+                            report.unchanged += 1
+                            yield None
+                            continue
+                        yield prepare_file(item, digest, caller, self.plan)
+                    except OSError as exc:
+                        report.failed.append((str(item.path), f"cannot read file: {exc}"))
+                    except RagspineError as exc:
+                        report.failed.append((str(item.path), str(exc)))
+
+            self._write(prepared(), report)
+            self._sync_index(persist=True)
+        return report
+
+    def add_documents(self, documents: Iterable[Document]) -> IngestReport:
+        """Chunk and index documents already in memory, in batches."""
+        report = IngestReport()
+        with self._write_lock():
+            self._write((prepare_document(d, self.plan) for d in documents), report)
+            self._sync_index(persist=True)
+        return report
+
+    def delete_document(self, doc_id: str) -> int:
+        """Retire a document (R12); returns how many chunks left the active set."""
+        with self._write_lock():
+            retired = self.store.retire_document(doc_id)
+            self._sync_index(persist=True)
+        return retired
+
+    # ------------------------------------------------------------------ reading
+    def _resolve_mode(self, mode: str | None) -> str:
+        resolved = self.settings.retrieval_mode if mode is None else mode
+        if resolved == "auto" or resolved in LEXICAL_MODES:
+            return "bm25"
+        if resolved in DENSE_MODES:
+            raise InvalidArgumentError(
+                f"mode {resolved!r} needs an embedding backend, and none is configured; "
+                f"use one of auto, {', '.join(LEXICAL_MODES)}"
+            )
+        raise InvalidArgumentError(f"unknown mode {resolved!r}; use one of {', '.join(MODES)}")
+
+    def _allowed_mask(
+        self, spec: MetadataFilter, doc_ids: Sequence[str] | None
+    ) -> np.ndarray | None:
+        """Slots that pass the filters and scope, resolved by the store before any scoring."""
+        if not spec.conditions and doc_ids is None:
+            return None
+        where, params = spec.to_sql()
+        rows = self.store.active_row_ids(where, params, doc_ids)
+        mask = np.zeros((max(rows) + 1) if rows else 0, dtype=bool)
+        mask[rows] = True
+        return mask
+
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int = 10,
+        filters: Mapping[str, Any] | MetadataFilter | None = None,
+        doc_ids: Sequence[str] | None = None,
+        mode: str | None = None,
+    ) -> list[Snippet]:
+        """Ranked snippets, best first; ties broken by chunk id (R3).
+
+        ``filters`` and ``doc_ids`` only narrow (R4, R28): an empty ``doc_ids`` finds nothing.
+        """
+        if not isinstance(query, str):
+            raise InvalidArgumentError(f"query must be a string, got {type(query).__name__}")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
+            raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
+        if doc_ids is not None and (
+            isinstance(doc_ids, str) or not all(isinstance(d, str) for d in doc_ids)
+        ):
+            raise InvalidArgumentError(f"doc_ids must be a list of document ids, got {doc_ids!r}")
+        self._resolve_mode(mode)
+        spec = parse_filters(filters)
+        index = self._sync_index()
+        allowed = self._allowed_mask(spec, doc_ids)
+        if allowed is not None and not allowed.any():
+            return []
+        hits = index.search(query, top_k, allowed)
+        chunks = self.store.fetch_active([h.slot for h in hits])
+        snippets: list[Snippet] = []
+        for hit in hits:
+            chunk = chunks.get(hit.slot)
+            if chunk is None:
+                continue  # retired between the index read and the fetch: never return it
+            fused = 1.0 / (DEFAULT_RRF_K + len(snippets) + 1)
+            snippets.append(
+                Snippet.from_chunk(chunk, {"bm25": hit.score, "vector": None, "fused": fused})
+            )
+        return snippets
+
+    def documents(self) -> list[DocumentRecord]:
+        return self.store.documents()
+
+    def stats(self) -> dict[str, Any]:
+        index = self._sync_index()
+        lexical = self.path / LEXICAL_DIR
+        disk = sum(p.stat().st_size for p in lexical.iterdir()) if lexical.is_dir() else 0
+        return {
+            "path": str(self.path),
+            **self.store.counts(),
+            "generation": self.store.generation,
+            "index": {
+                "generation": index.generation,
+                "segments": index.n_segments,
+                "vocabulary": index.vocabulary_size,
+                "memory_bytes": index.nbytes(),
+                "disk_bytes": disk,
+            },
+            "store_bytes": (self.path / STORE_FILE).stat().st_size,
+            "settings": self.config,
+        }
+
+    # ---------------------------------------------------------------- lifecycle
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def delete_knowledge_base(path: str | Path) -> None:
+    """Remove a knowledge-base directory; refuses anything that is not one."""
+    path = Path(path)
+    if not is_knowledge_base(path):
+        raise KnowledgeBaseError(f"{path} is not a knowledge base; nothing deleted")
+    shutil.rmtree(path)

@@ -1,0 +1,1 @@
+"""The retrieval pipeline: chunk → store → index → retrieve."""

@@ -1,0 +1,1 @@
+"""Chunking and the versioned chunk store."""

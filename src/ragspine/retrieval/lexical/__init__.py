@@ -1,0 +1,1 @@
+"""Lexical retrieval: tokenizer, BM25, its index, and rank fusion."""

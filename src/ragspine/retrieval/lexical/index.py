@@ -1,0 +1,496 @@
+"""A persisted, incrementally updated BM25 index over postings (R21, R12).
+
+Documents are addressed by *slot*: the chunk store's integer row id, so filter masks and the
+store line up without translation. Postings live in immutable segments (term-major, like Lucene);
+adding documents writes a new small segment and retiring them clears a ``live`` bit, so one
+document costs a tiny fraction of a rebuild. Collection statistics (document frequencies, lengths)
+are kept exact on every change, so scores never depend on the order in which documents arrived.
+A query touches only the postings of its terms, never the whole corpus.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from ragspine.retrieval.lexical.bm25 import DEFAULT_BM25_B, DEFAULT_BM25_K1
+from ragspine.retrieval.lexical.tokenizer import Tokenizer
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+INDEX_FORMAT = 1
+_MAX_SEGMENTS = 8
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Term-major postings: the documents of ``terms[i]`` are ``docs[indptr[i]:indptr[i+1]]``."""
+
+    name: str
+    terms: IntArray
+    indptr: IntArray
+    docs: IntArray
+    tfs: npt.NDArray[np.float32]
+
+    @property
+    def n_postings(self) -> int:
+        return int(self.docs.shape[0])
+
+
+@dataclass(frozen=True)
+class LexicalHit:
+    slot: int
+    key: str
+    score: float
+
+
+@dataclass(frozen=True)
+class _State:
+    """One consistent snapshot; searches read it while a writer builds the next one."""
+
+    segments: tuple[Segment, ...]
+    doc_freq: IntArray
+    doc_len: IntArray
+    live: BoolArray
+    n_live: int
+    total_len: int
+    generation: int
+
+
+ArrayT = TypeVar("ArrayT", IntArray, BoolArray)
+
+
+def _grow(array: ArrayT, size: int) -> ArrayT:
+    """A writable copy with room for ``size`` entries (doubling, so appends stay amortised)."""
+    length = array.shape[0]
+    grown = np.zeros(length if length >= size else max(size, 2 * length), array.dtype)
+    grown[: array.shape[0]] = array
+    return grown
+
+
+def _build_segment(name: str, slots: IntArray, term_ids: IntArray) -> Segment:
+    """Postings from parallel (slot, term) occurrence arrays, sorted by term then slot."""
+    if slots.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return Segment(name, empty, np.zeros(1, dtype=np.int64), empty, np.zeros(0, np.float32))
+    order = np.lexsort((slots, term_ids))
+    terms_sorted, slots_sorted = term_ids[order], slots[order]
+    new_pair = np.empty(order.shape[0], dtype=bool)
+    new_pair[0] = True
+    new_pair[1:] = (terms_sorted[1:] != terms_sorted[:-1]) | (slots_sorted[1:] != slots_sorted[:-1])
+    pair_starts = np.flatnonzero(new_pair)
+    tfs = np.diff(np.append(pair_starts, order.shape[0])).astype(np.float32)
+    pair_terms, pair_docs = terms_sorted[pair_starts], slots_sorted[pair_starts]
+    new_term = np.empty(pair_terms.shape[0], dtype=bool)
+    new_term[0] = True
+    new_term[1:] = pair_terms[1:] != pair_terms[:-1]
+    term_starts = np.flatnonzero(new_term)
+    indptr = np.append(term_starts, pair_terms.shape[0]).astype(np.int64)
+    return Segment(name, pair_terms[term_starts], indptr, pair_docs, tfs)
+
+
+def _merge_segments(name: str, segments: Sequence[Segment], live: BoolArray) -> Segment:
+    """One segment holding the live postings of ``segments``."""
+    terms = np.concatenate([np.repeat(s.terms, np.diff(s.indptr)) for s in segments])
+    docs = np.concatenate([s.docs for s in segments])
+    tfs = np.concatenate([s.tfs for s in segments])
+    keep = live[docs]
+    terms, docs, tfs = terms[keep], docs[keep], tfs[keep]
+    if docs.size == 0:
+        return _build_segment(name, docs, terms)
+    order = np.lexsort((docs, terms))
+    terms, docs, tfs = terms[order], docs[order], tfs[order]
+    new_term = np.empty(terms.shape[0], dtype=bool)
+    new_term[0] = True
+    new_term[1:] = terms[1:] != terms[:-1]
+    starts = np.flatnonzero(new_term)
+    return Segment(name, terms[starts], np.append(starts, terms.shape[0]), docs, tfs)
+
+
+class BM25Index:
+    """BM25 over slots. ``add``/``retire`` change it in place; ``save`` persists it."""
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer | None = None,
+        *,
+        k1: float = DEFAULT_BM25_K1,
+        b: float = DEFAULT_BM25_B,
+    ) -> None:
+        if k1 < 0 or not 0.0 <= b <= 1.0:
+            raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
+        self.tokenizer = tokenizer or Tokenizer()
+        self.k1 = k1
+        self.b = b
+        self._vocab: dict[str, int] = {}
+        self._terms: list[str] = []
+        self._keys: list[str | None] = []
+        self._saved = {"vocab": (0, 0), "keys": (0, 0)}  # (entries, bytes) already on disk
+        self._segment_counter = 0
+        self._lock = threading.Lock()
+        self._norm_cache: tuple[_State, FloatArray] | None = None
+        self._state = _State(
+            segments=(),
+            doc_freq=np.zeros(0, dtype=np.int64),
+            doc_len=np.zeros(0, dtype=np.int64),
+            live=np.zeros(0, dtype=bool),
+            n_live=0,
+            total_len=0,
+            generation=0,
+        )
+
+    # ----------------------------------------------------------------- reading
+    @property
+    def generation(self) -> int:
+        return self._state.generation
+
+    def __len__(self) -> int:
+        return self._state.n_live
+
+    @property
+    def n_segments(self) -> int:
+        return len(self._state.segments)
+
+    @property
+    def vocabulary_size(self) -> int:
+        return len(self._terms)
+
+    def nbytes(self) -> int:
+        """Memory held by the index arrays (postings and statistics)."""
+        state = self._state
+        arrays: list[npt.NDArray[np.generic]] = [state.doc_freq, state.doc_len, state.live]
+        for s in state.segments:
+            arrays.extend([s.terms, s.indptr, s.docs, s.tfs])
+        return int(sum(a.nbytes for a in arrays))
+
+    def _norms(self, state: _State) -> FloatArray:
+        cached = self._norm_cache
+        if cached is not None and cached[0] is state:
+            return cached[1]
+        avg_len = state.total_len / state.n_live if state.total_len else 1.0
+        norm = self.k1 * (1.0 - self.b + self.b * state.doc_len.astype(np.float64) / avg_len)
+        self._norm_cache = (state, norm)
+        return norm
+
+    def score_slots(
+        self, query: str, allowed: BoolArray | None = None
+    ) -> tuple[IntArray, FloatArray]:
+        """BM25 of every live slot that holds a query term, slots ascending.
+
+        A term in more than half the documents weighs 0 (Robertson idf floored at 0). Such terms
+        are consulted only when no weighted term matches, so that in a small knowledge base a
+        query of common words returns their documents at score 0 rather than nothing.
+        """
+        state = self._state
+        if state.n_live == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        counts: dict[str, int] = {}
+        for token in self.tokenizer(query):
+            counts[token] = counts.get(token, 0) + 1
+        # Terms in string order: the summation order, hence every bit of the score, is then
+        # independent of the order in which the vocabulary grew.
+        vocab, n_terms = self._vocab, state.doc_freq.shape[0]
+        known = [
+            (vocab[t], c) for t, c in sorted(counts.items()) if vocab.get(t, n_terms) < n_terms
+        ]
+        if not known:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        term_ids = np.fromiter((t for t, _ in known), dtype=np.int64, count=len(known))
+        weights = np.fromiter((c for _, c in known), dtype=np.float64, count=len(known))
+        df = state.doc_freq[term_ids].astype(np.float64)
+        ratio = (state.n_live - df + 0.5) / (df + 0.5)
+        term_weight = weights * np.log(np.maximum(ratio, 1.0)) * (self.k1 + 1.0)
+        live = state.live
+        if allowed is not None:
+            mask = np.zeros(live.shape[0], dtype=bool)
+            overlap = min(live.shape[0], allowed.shape[0])
+            mask[:overlap] = allowed[:overlap]
+            live = live & mask
+        norm = self._norms(state)
+        positive = term_weight > 0.0
+        for wanted in (positive, ~positive):
+            doc_parts, weight_parts = self._gather(
+                state, live, norm, term_ids[wanted], term_weight[wanted]
+            )
+            if any(part.size for part in doc_parts):
+                break
+        else:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        docs = np.concatenate(doc_parts)
+        scores = np.bincount(docs, weights=np.concatenate(weight_parts), minlength=live.shape[0])
+        matched = np.zeros(live.shape[0], dtype=bool)
+        matched[docs] = True
+        slots = np.flatnonzero(matched).astype(np.int64)
+        return slots, scores[slots].astype(np.float64)
+
+    @staticmethod
+    def _gather(
+        state: _State,
+        live: BoolArray,
+        norm: FloatArray,
+        term_ids: IntArray,
+        term_weight: FloatArray,
+    ) -> tuple[list[IntArray], list[FloatArray]]:
+        """Each term's live postings and their BM25 contributions."""
+        doc_parts: list[IntArray] = []
+        weight_parts: list[FloatArray] = []
+        for term, weight in zip(term_ids.tolist(), term_weight.tolist()):
+            for seg in state.segments:
+                pos = int(np.searchsorted(seg.terms, term))
+                if pos == seg.terms.shape[0] or seg.terms[pos] != term:
+                    continue
+                lo, hi = int(seg.indptr[pos]), int(seg.indptr[pos + 1])
+                docs = seg.docs[lo:hi]
+                keep = live[docs]
+                docs = docs[keep]
+                tf = seg.tfs[lo:hi][keep].astype(np.float64)
+                doc_parts.append(docs)
+                weight_parts.append(weight * tf / (tf + norm[docs]))
+        return doc_parts, weight_parts
+
+    def search(self, query: str, top_k: int, allowed: BoolArray | None = None) -> list[LexicalHit]:
+        """The ``top_k`` best live slots, ordered by ``(-score, key)`` (R3)."""
+        if top_k <= 0:
+            return []
+        slots, scores = self.score_slots(query, allowed)
+        if slots.shape[0] > top_k:
+            kth = np.partition(scores, scores.shape[0] - top_k)[scores.shape[0] - top_k]
+            at_least = scores >= kth  # keeps every tie at the cut, so the order below decides
+            slots, scores = slots[at_least], scores[at_least]
+        keys = self._keys
+        ranked = sorted(
+            zip(scores.tolist(), slots.tolist()), key=lambda p: (-p[0], keys[p[1]] or "")
+        )
+        return [LexicalHit(slot, keys[slot] or "", score) for score, slot in ranked[:top_k]]
+
+    # ----------------------------------------------------------------- writing
+    def _term_ids(self, tokens: Iterable[str]) -> list[int]:
+        vocab, terms = self._vocab, self._terms
+        tokens = list(tokens)
+        ids = list(map(vocab.get, tokens))
+        if None in ids:
+            for i, term in enumerate(ids):
+                if term is None:
+                    term = vocab.get(tokens[i])
+                    if term is None:
+                        term = vocab[tokens[i]] = len(terms)
+                        terms.append(tokens[i])
+                    ids[i] = term
+        return ids  # type: ignore[return-value]
+
+    def apply(
+        self,
+        added: Sequence[tuple[int, str, str]],
+        retired: Sequence[tuple[int, str]],
+        generation: int,
+    ) -> None:
+        """Add ``(slot, key, text)`` documents and retire ``(slot, text)`` ones, atomically."""
+        with self._lock:
+            state = self._state
+            max_slot = max([s for s, _, _ in added] + [s for s, _ in retired] + [-1])
+            size = max(max_slot + 1, state.live.shape[0])
+            live = _grow(state.live, size)
+            doc_len = _grow(state.doc_len, size)
+            n_live, total_len = state.n_live, state.total_len
+            doc_freq_updates: list[int] = []
+            for slot, text in retired:
+                if slot < state.live.shape[0] and live[slot]:
+                    live[slot] = False
+                    n_live -= 1
+                    total_len -= int(doc_len[slot])
+                    doc_len[slot] = 0
+                    doc_freq_updates.extend(set(self._term_ids(self.tokenizer(text))))
+            occ_slots: list[int] = []
+            occ_terms: list[int] = []
+            for slot, key, text in added:
+                if slot < live.shape[0] and live[slot]:
+                    continue  # already indexed
+                ids = self._term_ids(self.tokenizer(text))
+                occ_terms.extend(ids)
+                occ_slots.extend([slot] * len(ids))
+                live[slot] = True
+                doc_len[slot] = len(ids)
+                n_live += 1
+                total_len += len(ids)
+                while len(self._keys) <= slot:
+                    self._keys.append(None)
+                self._keys[slot] = key
+            doc_freq = _grow(state.doc_freq, len(self._terms))
+            if doc_freq_updates:
+                np.subtract.at(doc_freq, np.asarray(doc_freq_updates, dtype=np.int64), 1)
+            segments = state.segments
+            if occ_terms:
+                self._segment_counter += 1
+                segment = _build_segment(
+                    f"seg-{generation:010d}-{self._segment_counter:06d}",
+                    np.asarray(occ_slots, dtype=np.int64),
+                    np.asarray(occ_terms, dtype=np.int64),
+                )
+                doc_freq[segment.terms] += np.diff(segment.indptr)
+                segments = (*segments, segment)
+            segments = self._maybe_merge(segments, live, generation)
+            self._state = _State(segments, doc_freq, doc_len, live, n_live, total_len, generation)
+
+    def _maybe_merge(
+        self, segments: tuple[Segment, ...], live: BoolArray, generation: int
+    ) -> tuple[Segment, ...]:
+        """Tiered merging: small segments merge together; the base only once they grow large."""
+        if len(segments) <= _MAX_SEGMENTS:
+            return segments
+        base, rest = segments[0], segments[1:]
+        self._segment_counter += 1
+        name = f"seg-{generation:010d}-{self._segment_counter:06d}"
+        if sum(s.n_postings for s in rest) * 4 > base.n_postings:
+            return (_merge_segments(name, segments, live),)
+        return (base, _merge_segments(name, rest, live))
+
+    def set_generation(self, generation: int) -> None:
+        with self._lock:
+            self._state = replace(self._state, generation=generation)
+
+    # ------------------------------------------------------------- persistence
+    def save(self, directory: Path) -> None:
+        """Write new segments and a new statistics file, then switch ``meta.json`` atomically.
+
+        Vocabulary and keys are append-only files; ``meta.json`` records how many lines are valid,
+        so a crash mid-save leaves the previous index intact.
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        state = self._state
+        for seg in state.segments:
+            if not (directory / f"{seg.name}.docs.npy").exists():
+                for part in ("terms", "indptr", "docs", "tfs"):
+                    _save_array(directory / f"{seg.name}.{part}.npy", getattr(seg, part))
+        saved = {
+            "vocab": _append_lines(directory / "vocab.jsonl", self._terms, self._saved["vocab"]),
+            "keys": _append_lines(directory / "keys.jsonl", self._keys, self._saved["keys"]),
+        }
+        stats_name = f"stats-{state.generation:010d}-{self._segment_counter:06d}.npz"
+        tmp = directory / f".{stats_name}.tmp"
+        with open(tmp, "wb") as fh:
+            np.savez(fh, doc_freq=state.doc_freq, doc_len=state.doc_len, live=state.live)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, directory / stats_name)
+        meta = {
+            "format": INDEX_FORMAT,
+            "generation": state.generation,
+            "tokenizer": self.tokenizer.describe(),
+            "k1": self.k1,
+            "b": self.b,
+            "segments": [s.name for s in state.segments],
+            "stats": stats_name,
+            "vocab": list(saved["vocab"]),
+            "keys": list(saved["keys"]),
+            "n_live": state.n_live,
+            "total_len": state.total_len,
+            "segment_counter": self._segment_counter,
+        }
+        _write_json_atomic(directory / "meta.json", meta)
+        self._saved = saved
+        keep = {
+            f"{s.name}.{p}.npy" for s in state.segments for p in ("terms", "indptr", "docs", "tfs")
+        }
+        keep |= {"meta.json", "vocab.jsonl", "keys.jsonl", stats_name}
+        for path in directory.iterdir():
+            if path.name not in keep and not path.name.startswith("."):
+                path.unlink(missing_ok=True)
+
+    @classmethod
+    def load(cls, directory: Path, tokenizer: Tokenizer) -> BM25Index:
+        """Open a saved index (arrays memory-mapped); raises ``ValueError`` if it is unusable."""
+        try:
+            meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"no readable index in {directory}: {exc}") from exc
+        if meta.get("format") != INDEX_FORMAT or meta.get("tokenizer") != tokenizer.describe():
+            raise ValueError(f"index in {directory} was built with other settings")
+        index = cls(tokenizer, k1=float(meta["k1"]), b=float(meta["b"]))
+        try:
+            index._saved = {
+                name: (int(meta[name][0]), int(meta[name][1])) for name in ("vocab", "keys")
+            }
+            index._terms = _read_lines(directory / "vocab.jsonl", index._saved["vocab"])
+            index._keys = _read_lines(directory / "keys.jsonl", index._saved["keys"])
+            index._vocab = {t: i for i, t in enumerate(index._terms)}
+            segments = tuple(
+                Segment(
+                    name,
+                    *(
+                        np.load(directory / f"{name}.{part}.npy", mmap_mode="r")
+                        for part in ("terms", "indptr", "docs", "tfs")
+                    ),
+                )
+                for name in meta["segments"]
+            )
+            with np.load(directory / meta["stats"]) as stats:
+                index._state = _State(
+                    segments=segments,
+                    doc_freq=stats["doc_freq"],
+                    doc_len=stats["doc_len"],
+                    live=stats["live"],
+                    n_live=int(meta["n_live"]),
+                    total_len=int(meta["total_len"]),
+                    generation=int(meta["generation"]),
+                )
+        except (OSError, KeyError, ValueError) as exc:
+            raise ValueError(f"index in {directory} is damaged: {exc}") from exc
+        index._segment_counter = int(meta["segment_counter"])
+        return index
+
+
+def _save_array(path: Path, array: npt.NDArray[np.generic]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as fh:
+        np.save(fh, np.ascontiguousarray(array))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _write_json_atomic(path: Path, payload: object) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(payload, fh, ensure_ascii=False, indent=1)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _append_lines(
+    path: Path, items: Sequence[str | None], saved: tuple[int, int]
+) -> tuple[int, int]:
+    """Append ``items`` past ``saved`` (entries, bytes), first cutting what a crashed save left."""
+    count, size = saved
+    payload = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in items[count:]).encode()
+    with open(path, "r+b" if path.exists() else "wb") as fh:
+        fh.seek(size)
+        fh.truncate()
+        fh.write(payload)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return len(items), size + len(payload)
+
+
+def _read_lines(path: Path, saved: tuple[int, int]) -> list[Any]:
+    count, size = saved
+    if count == 0:
+        return []
+    with open(path, "rb") as fh:
+        data = fh.read(size)
+    if len(data) != size:
+        raise ValueError(f"{path} is shorter than the {size} bytes the index expects")
+    items = json.loads(b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]")
+    if not isinstance(items, list) or len(items) != count:
+        raise ValueError(f"{path} does not hold the {count} entries the index expects")
+    return items

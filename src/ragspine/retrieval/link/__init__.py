@@ -1,0 +1,1 @@
+"""What the pipeline hands to an LLM or agent: snippets with full lineage."""

@@ -1,0 +1,62 @@
+"""The snippet: a retrieved chunk with its citation and every stage's score."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragspine.retrieval.chunking.chunk_store import StoredChunk
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """Attributes are named like the JSON keys of ``ragspine search --json``."""
+
+    text: str
+    doc_id: str
+    chunk_id: str
+    title: str
+    source_locator: str
+    source_path: str
+    page: int | None
+    char_start: int
+    char_end: int
+    sensitivity: str
+    version: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+    scores: dict[str, float | None] = field(default_factory=dict)
+
+    @classmethod
+    def from_chunk(cls, chunk: StoredChunk, scores: dict[str, float | None]) -> Snippet:
+        return cls(
+            text=chunk.text,
+            doc_id=chunk.doc_id,
+            chunk_id=chunk.chunk_id,
+            title=chunk.title,
+            source_locator=chunk.source_locator,
+            source_path=chunk.source_path,
+            page=chunk.page,
+            char_start=chunk.char_start,
+            char_end=chunk.char_end,
+            sensitivity=chunk.sensitivity,
+            version=chunk.version,
+            metadata=dict(chunk.metadata),
+            scores=dict(scores),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "doc_id": self.doc_id,
+            "chunk_id": self.chunk_id,
+            "title": self.title,
+            "source_locator": self.source_locator,
+            "source_path": self.source_path,
+            "page": self.page,
+            "char_start": self.char_start,
+            "char_end": self.char_end,
+            "sensitivity": self.sensitivity,
+            "version": self.version,
+            "metadata": dict(sorted(self.metadata.items())),
+            "scores": dict(self.scores),
+        }
