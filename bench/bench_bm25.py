@@ -189,14 +189,15 @@ def scale_corpus(target_chunks: int) -> list[Document]:
         if (DATASETS / name).is_dir():
             ds = load_beir(DATASETS / name)
             base.extend((f"{name}/{d}", doc_text(*ds.corpus[d])) for d in ds.corpus)
+    chunk_counts = [len(chunk_document(text)) for _, text in base]
     docs: list[Document] = []
-    approx_chunks = 0
+    n_chunks = 0
     copy = 0
-    while approx_chunks < target_chunks:
-        for doc_id, text in base:
+    while n_chunks < target_chunks:
+        for (doc_id, text), count in zip(base, chunk_counts):
             docs.append(Document(f"{doc_id}~{copy}", text))
-            approx_chunks += max(1, len(text) // 400)
-            if approx_chunks >= target_chunks:
+            n_chunks += count
+            if n_chunks >= target_chunks:
                 break
         copy += 1
     return docs

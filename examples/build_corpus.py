@@ -301,18 +301,22 @@ def to_latin1(text: str) -> str:
 # --------------------------------------------------------------------------
 
 
+def markdown_doc(doc: Doc, fields: dict[str, str], paragraphs: list[str], restricted: bool) -> str:
+    fields = {"title": doc["title"], **fields}
+    if restricted:
+        fields["sensitivity"] = "RESTRICTED"
+    body = "\n\n".join(paragraphs)
+    return f"{front_matter(fields)}\n# {doc['title']}\n\n{body}\n"
+
+
 def en_markdown(doc: Doc, restricted: bool) -> str:
     fields = {
-        "title": doc["title"],
         "topic": "biomedical",
         "language": "en",
         "source": "scifact",
         "scifact_id": doc["_id"],
     }
-    if restricted:
-        fields["sensitivity"] = "RESTRICTED"
-    body = "\n\n".join(en_paragraphs(doc["text"]))
-    return f"{front_matter(fields)}\n# {doc['title']}\n\n{body}\n"
+    return markdown_doc(doc, fields, en_paragraphs(doc["text"]), restricted)
 
 
 def en_txt(doc: Doc) -> str:
@@ -436,17 +440,8 @@ def zh_docx(doc: Doc, topic: str) -> bytes:
 
 
 def zh_markdown(doc: Doc, topic: str, restricted: bool) -> str:
-    fields = {
-        "title": doc["title"],
-        "topic": topic,
-        "language": "zh",
-        "source": "cmrc2018",
-        "cmrc_id": doc["_id"],
-    }
-    if restricted:
-        fields["sensitivity"] = "RESTRICTED"
-    body = "\n\n".join(zh_paragraphs(doc["text"]))
-    return f"{front_matter(fields)}\n# {doc['title']}\n\n{body}\n"
+    fields = {"topic": topic, "language": "zh", "source": "cmrc2018", "cmrc_id": doc["_id"]}
+    return markdown_doc(doc, fields, zh_paragraphs(doc["text"]), restricted)
 
 
 def zh_txt(doc: Doc) -> str:

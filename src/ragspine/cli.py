@@ -30,6 +30,14 @@ def _print_json(payload: object) -> None:
     sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
 
 
+def _print_report(report: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
+        _print_json(report)
+        return
+    for key, value in report.items():
+        print(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+
+
 def _parse_meta(pairs: Sequence[str]) -> dict[str, Any]:
     metadata: dict[str, Any] = {}
     for pair in pairs:
@@ -160,11 +168,7 @@ def cmd_kb(args: argparse.Namespace) -> int:
             raise InvalidArgumentError(f"refusing to delete {args.kb} without --yes")
         delete_knowledge_base(args.kb)
         info = {"deleted": args.kb}
-    if args.json:
-        _print_json(info)
-    else:
-        for key, value in info.items():
-            print(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+    _print_report(info, as_json=args.json)
     return 0
 
 
@@ -191,11 +195,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.kb:
         with _open_kb(args.kb) as kb:
             report["kb"] = kb.stats()
-    if args.json:
-        _print_json(report)
-    else:
-        for key, value in report.items():
-            print(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+    _print_report(report, as_json=args.json)
     return 0
 
 
@@ -254,6 +254,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
+    except BrokenPipeError:  # e.g. piped into head: not an error of ours
+        sys.stderr.close()
+        return 0
     except (InvalidArgumentError, KnowledgeBaseError) as exc:
         print(f"ragspine: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -89,6 +89,41 @@ def file_hash(
     return content_hash(data, read_sidecar(item.path), dict(caller), plan.describe())
 
 
+def _prepare(
+    doc_id: str,
+    text: str,
+    digest: str,
+    plan: ChunkingPlan,
+    *,
+    title: str,
+    metadata: dict[str, Any],
+    sensitivity: str,
+    source_path: str = "",
+    pages: tuple[tuple[int, int, int], ...] = (),
+) -> PreparedDocument:
+    source = SourceDocument(
+        doc_id=doc_id,
+        text=text,
+        content_hash=digest,
+        title=title,
+        source_path=source_path,
+        sensitivity=sensitivity,
+        metadata=metadata,
+    )
+    chunks = build_chunks(
+        doc_id,
+        text,
+        title=title,
+        source_path=source_path,
+        pages=pages,
+        metadata=metadata,
+        sensitivity=sensitivity,
+        max_chars=plan.max_chars,
+        overlap_chars=plan.overlap_chars,
+    )
+    return PreparedDocument(source, chunks)
+
+
 def prepare_file(
     item: FileToIngest, digest: str, caller: Mapping[str, Any], plan: ChunkingPlan
 ) -> PreparedDocument:
@@ -97,31 +132,17 @@ def prepare_file(
     front, front_sens, front_title = _split_metadata(loaded.metadata)
     side, side_sens, side_title = _split_metadata(read_sidecar(item.path))
     given, given_sens, given_title = _split_metadata(caller)
-    metadata = {**front, **side, **given}
-    sensitivity = merge_sensitivity(front_sens, side_sens, given_sens)
-    title = given_title or side_title or front_title or loaded.title
-    source_path = item.path.as_posix()
-    source = SourceDocument(
-        doc_id=item.doc_id,
-        text=loaded.text,
-        content_hash=digest,
-        title=title,
-        source_path=source_path,
-        sensitivity=sensitivity,
-        metadata=metadata,
-    )
-    chunks = build_chunks(
+    return _prepare(
         item.doc_id,
         loaded.text,
-        title=title,
-        source_path=source_path,
+        digest,
+        plan,
+        title=given_title or side_title or front_title or loaded.title,
+        metadata={**front, **side, **given},
+        sensitivity=merge_sensitivity(front_sens, side_sens, given_sens),
+        source_path=item.path.as_posix(),
         pages=loaded.pages,
-        metadata=metadata,
-        sensitivity=sensitivity,
-        max_chars=plan.max_chars,
-        overlap_chars=plan.overlap_chars,
     )
-    return PreparedDocument(source, chunks)
 
 
 def prepare_document(doc: Document, plan: ChunkingPlan) -> PreparedDocument:
@@ -133,21 +154,6 @@ def prepare_document(doc: Document, plan: ChunkingPlan) -> PreparedDocument:
     sensitivity = merge_sensitivity(doc.sensitivity, meta_sens)
     title = doc.title or meta_title or ""
     digest = content_hash(doc.text, title, metadata, sensitivity, plan.describe())
-    source = SourceDocument(
-        doc_id=doc.doc_id,
-        text=doc.text,
-        content_hash=digest,
-        title=title,
-        sensitivity=sensitivity,
-        metadata=metadata,
+    return _prepare(
+        doc.doc_id, doc.text, digest, plan, title=title, metadata=metadata, sensitivity=sensitivity
     )
-    chunks = build_chunks(
-        doc.doc_id,
-        doc.text,
-        title=title,
-        metadata=metadata,
-        sensitivity=sensitivity,
-        max_chars=plan.max_chars,
-        overlap_chars=plan.overlap_chars,
-    )
-    return PreparedDocument(source, chunks)

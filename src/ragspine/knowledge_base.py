@@ -172,9 +172,9 @@ class KnowledgeBase:
             if index.generation > store_generation:
                 index = self._new_index()  # the store was replaced underneath us
             if index.generation < store_generation:
-                saved = self._open_index()
-                if index.generation < saved.generation <= store_generation:
-                    index = saved
+                saved_generation = BM25Index.saved_generation(self.path / LEXICAL_DIR)
+                if index.generation < saved_generation <= store_generation:
+                    index = self._open_index()  # another process saved a newer index
                 changes = self.store.changes_since(index.generation)
                 index.apply(changes.added, changes.retired, changes.generation)
             self._index = index
@@ -193,29 +193,33 @@ class KnowledgeBase:
 
     # ------------------------------------------------------------------ writing
     def _write(self, prepared: Iterable[PreparedDocument | None], report: IngestReport) -> None:
-        hashes = self.store.content_hashes()
-        batch: list[tuple[str, Sequence[Chunk], str, SourceDocument | None]] = []
+        """Write in batches, one transaction (and one store generation) per batch."""
+        pending: dict[str, PreparedDocument] = {}
 
         def flush() -> None:
+            known = self.store.content_hashes(list(pending))
+            batch: list[tuple[str, Sequence[Chunk], str, SourceDocument | None]] = []
+            for doc_id, item in pending.items():
+                if known.get(doc_id) == item.source.content_hash:
+                    report.unchanged += 1
+                    continue
+                if doc_id in known:
+                    report.updated += 1
+                else:
+                    report.added += 1
+                batch.append((doc_id, item.chunks, "", item.source))
             report.chunks_written += self.store.replace_many(batch)
-            batch.clear()
+            pending.clear()
 
         for item in prepared:
             if item is None:
                 continue
-            doc_id = item.source.doc_id
-            if hashes.get(doc_id) == item.source.content_hash:
-                report.unchanged += 1
-                continue
-            if doc_id in hashes:
-                report.updated += 1
-            else:
-                report.added += 1
-            hashes[doc_id] = item.source.content_hash
-            batch.append((doc_id, item.chunks, "", item.source))
-            if len(batch) >= _WRITE_BATCH:
+            if item.source.doc_id in pending:
+                flush()  # the same id twice: the later one becomes the newer version
+            pending[item.source.doc_id] = item
+            if len(pending) >= _WRITE_BATCH:
                 flush()
-        if batch:
+        if pending:
             flush()
 
     def ingest(
@@ -237,7 +241,7 @@ class KnowledgeBase:
         files = iter_files(paths, include=include, exclude=exclude)
         report = IngestReport()
         with self._write_lock():
-            known = self.store.content_hashes()
+            known = self.store.content_hashes([f.doc_id for f in files])
 
             def prepared() -> Iterator[PreparedDocument | None]:
                 for done, item in enumerate(files, start=1):

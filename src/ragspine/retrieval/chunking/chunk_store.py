@@ -441,19 +441,21 @@ class ChunkStore:
                         "SELECT value FROM store_meta WHERE key = 'generation'"
                     ).fetchone()[0]
                 )
+                # sorted here, not in SQL: ORDER BY row_id would make SQLite scan the table
+                # instead of using the generation indexes
                 added = self._conn.execute(
                     f"SELECT row_id, chunk_id, text FROM {CHUNK_TABLE} "
-                    "WHERE created_gen > ? AND active = 1 ORDER BY row_id",
+                    "WHERE created_gen > ? AND active = 1",
                     (generation,),
                 ).fetchall()
                 retired = self._conn.execute(
                     f"SELECT row_id, text FROM {CHUNK_TABLE} "
-                    "WHERE retired_gen > ? AND created_gen <= ? ORDER BY row_id",
+                    "WHERE retired_gen > ? AND created_gen <= ?",
                     (generation, generation),
                 ).fetchall()
             finally:
                 self._conn.execute("COMMIT")
-        return ChangeSet(current, [tuple(r) for r in added], [tuple(r) for r in retired])
+        return ChangeSet(current, sorted(added), sorted(retired))
 
     def documents(self) -> list[DocumentRecord]:
         with self._lock:
@@ -463,12 +465,20 @@ class ChunkStore:
             ).fetchall()
         return [DocumentRecord(*r) for r in rows]
 
-    def content_hashes(self) -> dict[str, str]:
+    def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        """Hashes of the active versions of ``doc_ids`` (absent ids are left out)."""
+        found: dict[str, str] = {}
         with self._lock:
-            rows = self._conn.execute(
-                f"SELECT doc_id, content_hash FROM {DOCUMENT_TABLE} WHERE active = 1"
-            ).fetchall()
-        return dict(rows)
+            for start in range(0, len(doc_ids), 500):
+                batch = list(doc_ids[start : start + 500])
+                found.update(
+                    self._conn.execute(
+                        f"SELECT doc_id, content_hash FROM {DOCUMENT_TABLE} WHERE active = 1 "
+                        f"AND doc_id IN ({', '.join('?' * len(batch))})",
+                        batch,
+                    ).fetchall()
+                )
+        return found
 
     def source_text(self, doc_id: str) -> str | None:
         with self._lock:

@@ -10,13 +10,14 @@ A query touches only the postings of its terms, never the whole corpus.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -47,8 +48,7 @@ class Segment:
         return int(self.docs.shape[0])
 
 
-@dataclass(frozen=True)
-class LexicalHit:
+class LexicalHit(NamedTuple):
     slot: int
     key: str
     score: float
@@ -65,6 +65,7 @@ class _State:
     n_live: int
     total_len: int
     generation: int
+    dead_postings: int = 0  # retired slots whose postings still sit in a segment
 
 
 ArrayT = TypeVar("ArrayT", IntArray, BoolArray)
@@ -216,47 +217,62 @@ class BM25Index:
             overlap = min(live.shape[0], allowed.shape[0])
             mask[:overlap] = allowed[:overlap]
             live = live & mask
-        norm = self._norms(state)
+        every_posting_live = allowed is None and state.dead_postings == 0
         positive = term_weight > 0.0
-        for wanted in (positive, ~positive):
-            doc_parts, weight_parts = self._gather(
-                state, live, norm, term_ids[wanted], term_weight[wanted]
-            )
-            if any(part.size for part in doc_parts):
-                break
-        else:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        docs = np.concatenate(doc_parts)
-        scores = np.bincount(docs, weights=np.concatenate(weight_parts), minlength=live.shape[0])
-        matched = np.zeros(live.shape[0], dtype=bool)
-        matched[docs] = True
-        slots = np.flatnonzero(matched).astype(np.int64)
-        return slots, scores[slots].astype(np.float64)
+        docs, contributions = self._gather(
+            state, live, every_posting_live, term_ids[positive], term_weight[positive]
+        )
+        if docs.size:
+            scores = np.bincount(docs, weights=contributions, minlength=live.shape[0])
+            slots = np.flatnonzero(scores).astype(np.int64)
+            return slots, scores[slots].astype(np.float64)
+        docs, _ = self._gather(
+            state, live, every_posting_live, term_ids[~positive], term_weight[~positive]
+        )
+        slots = np.unique(docs).astype(np.int64)
+        return slots, np.zeros(slots.shape[0], dtype=np.float64)
 
-    @staticmethod
     def _gather(
+        self,
         state: _State,
         live: BoolArray,
-        norm: FloatArray,
+        every_posting_live: bool,
         term_ids: IntArray,
         term_weight: FloatArray,
-    ) -> tuple[list[IntArray], list[FloatArray]]:
-        """Each term's live postings and their BM25 contributions."""
+    ) -> tuple[IntArray, FloatArray]:
+        """The live postings of ``term_ids`` and their BM25 contributions, in term order.
+
+        Vectorised over terms (one pass per segment), so a query costs a fixed number of numpy
+        calls per segment rather than per term.
+        """
+        norm = self._norms(state)
         doc_parts: list[IntArray] = []
         weight_parts: list[FloatArray] = []
-        for term, weight in zip(term_ids.tolist(), term_weight.tolist()):
-            for seg in state.segments:
-                pos = int(np.searchsorted(seg.terms, term))
-                if pos == seg.terms.shape[0] or seg.terms[pos] != term:
-                    continue
-                lo, hi = int(seg.indptr[pos]), int(seg.indptr[pos + 1])
-                docs = seg.docs[lo:hi]
+        for seg in state.segments:
+            if seg.terms.shape[0] == 0 or term_ids.shape[0] == 0:
+                continue
+            pos = np.searchsorted(seg.terms, term_ids)
+            found = pos < seg.terms.shape[0]
+            found[found] = seg.terms[pos[found]] == term_ids[found]
+            if not found.any():
+                continue
+            lo, hi = seg.indptr[pos[found]], seg.indptr[pos[found] + 1]
+            lengths = hi - lo
+            ends = np.cumsum(lengths)
+            index = np.arange(ends[-1]) + np.repeat(lo - (ends - lengths), lengths)
+            docs = seg.docs[index]
+            tf = seg.tfs[index].astype(np.float64)
+            weight = np.repeat(term_weight[found], lengths)
+            if not every_posting_live:
                 keep = live[docs]
-                docs = docs[keep]
-                tf = seg.tfs[lo:hi][keep].astype(np.float64)
-                doc_parts.append(docs)
-                weight_parts.append(weight * tf / (tf + norm[docs]))
-        return doc_parts, weight_parts
+                docs, tf, weight = docs[keep], tf[keep], weight[keep]
+            doc_parts.append(docs)
+            weight_parts.append(weight * tf / (tf + norm[docs]))
+        if not doc_parts:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        if len(doc_parts) == 1:
+            return doc_parts[0], weight_parts[0]
+        return np.concatenate(doc_parts), np.concatenate(weight_parts)
 
     def search(self, query: str, top_k: int, allowed: BoolArray | None = None) -> list[LexicalHit]:
         """The ``top_k`` best live slots, ordered by ``(-score, key)`` (R3)."""
@@ -264,14 +280,24 @@ class BM25Index:
             return []
         slots, scores = self.score_slots(query, allowed)
         if slots.shape[0] > top_k:
-            kth = np.partition(scores, scores.shape[0] - top_k)[scores.shape[0] - top_k]
+            cut = slots.shape[0] - top_k
+            kth = np.partition(scores, cut)[cut]
             at_least = scores >= kth  # keeps every tie at the cut, so the order below decides
             slots, scores = slots[at_least], scores[at_least]
+        order = np.argsort(-scores, kind="stable")
+        ranked_scores = scores[order].tolist()
+        ranked_slots = slots[order].tolist()
         keys = self._keys
-        ranked = sorted(
-            zip(scores.tolist(), slots.tolist()), key=lambda p: (-p[0], keys[p[1]] or "")
-        )
-        return [LexicalHit(slot, keys[slot] or "", score) for score, slot in ranked[:top_k]]
+        if any(a == b for a, b in itertools.pairwise(ranked_scores)):
+            pairs = sorted(
+                zip(ranked_scores, ranked_slots), key=lambda p: (-p[0], keys[p[1]] or "")
+            )
+            ranked_scores = [p[0] for p in pairs]
+            ranked_slots = [p[1] for p in pairs]
+        return [
+            LexicalHit(slot, keys[slot] or "", score)
+            for slot, score in zip(ranked_slots[:top_k], ranked_scores[:top_k])
+        ]
 
     # ----------------------------------------------------------------- writing
     def _term_ids(self, tokens: Iterable[str]) -> list[int]:
@@ -302,11 +328,13 @@ class BM25Index:
             live = _grow(state.live, size)
             doc_len = _grow(state.doc_len, size)
             n_live, total_len = state.n_live, state.total_len
+            dead_postings = state.dead_postings
             doc_freq_updates: list[int] = []
             for slot, text in retired:
                 if slot < state.live.shape[0] and live[slot]:
                     live[slot] = False
                     n_live -= 1
+                    dead_postings += 1
                     total_len -= int(doc_len[slot])
                     doc_len[slot] = 0
                     doc_freq_updates.extend(set(self._term_ids(self.tokenizer(text))))
@@ -338,8 +366,12 @@ class BM25Index:
                 )
                 doc_freq[segment.terms] += np.diff(segment.indptr)
                 segments = (*segments, segment)
-            segments = self._maybe_merge(segments, live, generation)
-            self._state = _State(segments, doc_freq, doc_len, live, n_live, total_len, generation)
+            merged = self._maybe_merge(segments, live, generation)
+            if len(merged) == 1 and merged != segments:
+                dead_postings = 0  # a full merge keeps live postings only
+            self._state = _State(
+                merged, doc_freq, doc_len, live, n_live, total_len, generation, dead_postings
+            )
 
     def _maybe_merge(
         self, segments: tuple[Segment, ...], live: BoolArray, generation: int
@@ -353,10 +385,6 @@ class BM25Index:
         if sum(s.n_postings for s in rest) * 4 > base.n_postings:
             return (_merge_segments(name, segments, live),)
         return (base, _merge_segments(name, rest, live))
-
-    def set_generation(self, generation: int) -> None:
-        with self._lock:
-            self._state = replace(self._state, generation=generation)
 
     # ------------------------------------------------------------- persistence
     def save(self, directory: Path) -> None:
@@ -394,6 +422,7 @@ class BM25Index:
             "keys": list(saved["keys"]),
             "n_live": state.n_live,
             "total_len": state.total_len,
+            "dead_postings": state.dead_postings,
             "segment_counter": self._segment_counter,
         }
         _write_json_atomic(directory / "meta.json", meta)
@@ -405,6 +434,16 @@ class BM25Index:
         for path in directory.iterdir():
             if path.name not in keep and not path.name.startswith("."):
                 path.unlink(missing_ok=True)
+
+    @staticmethod
+    def saved_generation(directory: Path) -> int:
+        """The store generation a saved index reflects, without loading it (-1 if none)."""
+        try:
+            return int(
+                json.loads((directory / "meta.json").read_text(encoding="utf-8"))["generation"]
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return -1
 
     @classmethod
     def load(cls, directory: Path, tokenizer: Tokenizer) -> BM25Index:
@@ -442,6 +481,7 @@ class BM25Index:
                     n_live=int(meta["n_live"]),
                     total_len=int(meta["total_len"]),
                     generation=int(meta["generation"]),
+                    dead_postings=int(meta["dead_postings"]),
                 )
         except (OSError, KeyError, ValueError) as exc:
             raise ValueError(f"index in {directory} is damaged: {exc}") from exc

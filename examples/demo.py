@@ -1,0 +1,38 @@
+"""Answer the sample queries from a knowledge base, with numbered citations.
+
+Usage: ``python examples/demo.py KB_DIR`` (``scripts/demo.sh`` builds KB_DIR first).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+from ragspine import KnowledgeBase
+
+
+def show(kb: KnowledgeBase, query: str, **options: object) -> None:
+    print(f"\nQ: {query}" + (f"   {options}" if options else ""))
+    for rank, snippet in enumerate(kb.search(query, top_k=3, **options), start=1):  # type: ignore[arg-type]
+        label = "" if snippet.sensitivity == "PUBLIC" else f" [{snippet.sensitivity}]"
+        excerpt = textwrap.shorten(" ".join(snippet.text.split()), width=220, placeholder=" ...")
+        print(f"  [{rank}] {excerpt}")
+        print(f"      cite: {snippet.source_locator}{label}  bm25={snippet.scores['bm25']:.2f}")
+
+
+def main() -> None:
+    kb_dir = sys.argv[1] if len(sys.argv) > 1 else "demo-kb"
+    queries = json.loads((Path(__file__).parent / "queries.json").read_text(encoding="utf-8"))
+    with KnowledgeBase(kb_dir, create=False) as kb:
+        stats = kb.stats()
+        print(f"knowledge base {kb_dir}: {stats['documents']} documents, {stats['chunks']} chunks")
+        for item in queries:
+            show(kb, item["query"])
+        show(kb, "铁路", filters={"entity": "莱索托"})
+        show(kb, "DNA methylation", filters={"sensitivity": {"ne": "RESTRICTED"}})
+
+
+if __name__ == "__main__":
+    main()
