@@ -22,6 +22,7 @@ from common import DATASETS, evaluate, print_table, rank_scores, timed, write_re
 
 from ragspine import Document, KnowledgeBase
 from ragspine.eval.beir import BeirDataset, load_beir
+from ragspine.retrieval.chunking.chunking import chunk_document
 from ragspine.retrieval.lexical.bm25 import DEFAULT_BM25_B, DEFAULT_BM25_K1
 from ragspine.retrieval.lexical.index import BM25Index
 from ragspine.retrieval.lexical.tokenizer import Tokenizer
@@ -214,6 +215,11 @@ def scale(target_chunks: int) -> dict[str, Any]:
         chunks = kb.store.counts()["chunks"]
         _, add_one = timed(lambda: kb.add_documents([extra]))
         stats = kb.stats()
+        latencies = []
+        for text in list(load_beir(DATASETS / "scifact").judged_queries().values())[:200]:
+            start = time.perf_counter()
+            kb.search(text, top_k=10)
+            latencies.append(time.perf_counter() - start)
         kb.close()
 
         def rebuild_index() -> BM25Index:
@@ -240,6 +246,8 @@ def scale(target_chunks: int) -> dict[str, Any]:
         "index_disk_mb": stats["index"]["disk_bytes"] / 2**20,
         "store_disk_mb": stats["store_bytes"] / 2**20,
         "vocabulary": stats["index"]["vocabulary"],
+        "search_top10_p50_ms": 1000 * float(np.percentile(latencies, 50)),
+        "search_top10_p95_ms": 1000 * float(np.percentile(latencies, 95)),
         "note": "real text from the shared datasets, repeated under new doc ids to reach the size",
     }  # fmt: skip
 
@@ -285,11 +293,13 @@ def main() -> None:
         print_table(
             f"Incremental add at {sc['chunks']} chunks",
             ["full ingest s", "index rebuild s", "add one doc s", "add/full ingest",
-             "add/index rebuild", "index MB (memory)", "index MB (disk)", "store MB"],
+             "add/index rebuild", "index MB (memory)", "index MB (disk)", "store MB",
+             "search p50 ms", "search p95 ms"],
             [[sc["full_ingest_s"], sc["index_rebuild_s"], sc["add_one_document_s"],
               f"{100 * sc['add_one_over_full_ingest']:.3f}%",
               f"{100 * sc['add_one_over_index_rebuild']:.3f}%",
-              sc["index_memory_mb"], sc["index_disk_mb"], sc["store_disk_mb"]]],
+              sc["index_memory_mb"], sc["index_disk_mb"], sc["store_disk_mb"],
+              sc["search_top10_p50_ms"], sc["search_top10_p95_ms"]]],
         )  # fmt: skip
     path = write_result("bm25-quick" if args.quick else "bm25", result)
     print(f"\nwrote {path}")
