@@ -226,6 +226,9 @@ def test_knowledge_base_refuses_foreign_directories(tmp_path: Path) -> None:
 
 def test_add_documents_rejects_bad_documents_without_writing(tmp_path: Path) -> None:
     with KnowledgeBase(tmp_path / "kb") as kb:
+        good = [Document(f"ok{i}", f"fine text {i}") for i in range(600)]  # > one write batch
         with pytest.raises(InvalidArgumentError):
-            kb.add_documents([Document("ok", "fine text"), Document("", "no id")])
+            kb.add_documents([*good, Document("", "no id")])
+        with pytest.raises(InvalidArgumentError):
+            kb.add_documents([*good, Document("x", None)])  # type: ignore[arg-type]
         assert kb.store.counts()["chunks"] == 0

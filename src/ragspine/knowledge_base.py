@@ -265,10 +265,15 @@ class KnowledgeBase:
         return report
 
     def add_documents(self, documents: Iterable[Document]) -> IngestReport:
-        """Chunk and index documents already in memory, in batches."""
+        """Chunk and index documents already in memory, in batches.
+
+        Every document is checked and chunked before the first write, so a bad one raises
+        :class:`InvalidArgumentError` with nothing written (R6).
+        """
+        prepared = [prepare_document(d, self.plan) for d in documents]
         report = IngestReport()
         with self._write_lock():
-            self._write((prepare_document(d, self.plan) for d in documents), report)
+            self._write(prepared, report)
             self._sync_index(persist=True)
         return report
 
