@@ -8,6 +8,7 @@ ragspine's tokenizer feeds bm25s (method "robertson", k1 1.5, b 0.75) and rank-b
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -18,10 +19,12 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATASETS, evaluate, print_table, rank_scores, timed, write_result
+from common import DATASETS, print_table, timed, write_result
 
 from ragspine import Document, KnowledgeBase
 from ragspine.eval.beir import BeirDataset, load_beir
+from ragspine.eval.metrics import mean_metrics, per_query_metrics
+from ragspine.eval.runner import document_text, run_eval
 from ragspine.retrieval.chunking.chunking import chunk_document
 from ragspine.retrieval.lexical.bm25 import DEFAULT_BM25_B, DEFAULT_BM25_K1
 from ragspine.retrieval.lexical.index import BM25Index
@@ -31,28 +34,33 @@ QUALITY_SETS = ("scifact", "cranfield", "cisi", "cmrc2018-dev", "xquad-zh-en")
 TOP_K = 100
 
 
-def doc_text(title: str, text: str) -> str:
-    return f"{title}\n\n{text}" if title else text
+def corpus_texts(ds: BeirDataset) -> tuple[list[str], list[str]]:
+    ids = list(ds.corpus)
+    return ids, [document_text(ds.corpus[d].title, ds.corpus[d].text) for d in ids]
+
+
+def evaluate(ds: BeirDataset, run: dict[str, list[str]]) -> dict[str, float]:
+    return mean_metrics(per_query_metrics({q: ds.qrels[q] for q in run}, run))
 
 
 def build_ragspine(ds: BeirDataset, tokenizer: Tokenizer) -> tuple[BM25Index, list[str]]:
-    ids = list(ds.corpus)
+    ids, texts = corpus_texts(ds)
     index = BM25Index(tokenizer, k1=DEFAULT_BM25_K1, b=DEFAULT_BM25_B)
-    index.apply([(i, d, doc_text(*ds.corpus[d])) for i, d in enumerate(ids)], [], 1)
+    index.apply([(i, d, t) for i, (d, t) in enumerate(zip(ids, texts))], [], 1)
     return index, ids
 
 
 def build_bm25s(ds: BeirDataset, tokenizer: Tokenizer) -> tuple[Any, list[str]]:
     import bm25s
 
-    ids = list(ds.corpus)
+    ids, texts = corpus_texts(ds)
     retriever = bm25s.BM25(k1=DEFAULT_BM25_K1, b=DEFAULT_BM25_B, method="robertson")
-    retriever.index([tokenizer(doc_text(*ds.corpus[d])) for d in ids], show_progress=False)
+    retriever.index([tokenizer(t) for t in texts], show_progress=False)
     return retriever, ids
 
 
 def run_ragspine(index: BM25Index, ids: list[str], queries: dict[str, str]) -> dict[str, list[str]]:
-    return {q: [ids[h.slot] for h in index.search(text, TOP_K)] for q, text in queries.items()}
+    return {q: [ids[s] for s in index.ranked(text, TOP_K)[0]] for q, text in queries.items()}
 
 
 def run_bm25s(
@@ -74,10 +82,9 @@ def run_rank_bm25(
 ) -> tuple[dict[str, list[str]], float, float]:
     from rank_bm25 import BM25Okapi
 
-    ids = list(ds.corpus)
+    ids, texts = corpus_texts(ds)
     start = time.perf_counter()
-    model = BM25Okapi([tokenizer(doc_text(*ds.corpus[d])) for d in ids], k1=DEFAULT_BM25_K1,
-                      b=DEFAULT_BM25_B)  # fmt: skip
+    model = BM25Okapi([tokenizer(t) for t in texts], k1=DEFAULT_BM25_K1, b=DEFAULT_BM25_B)
     build = time.perf_counter() - start
     start = time.perf_counter()
     run = {}
@@ -88,18 +95,8 @@ def run_rank_bm25(
     return run, build, time.perf_counter() - start
 
 
-def kb_run(kb: KnowledgeBase, queries: dict[str, str]) -> dict[str, list[str]]:
-    """Chunk-level hits folded to documents by their best chunk (MaxP)."""
-    run = {}
-    for q, text in queries.items():
-        seen: dict[str, None] = {}
-        for s in kb.search(text, top_k=TOP_K * 4):
-            seen.setdefault(s.metadata["beir_id"], None)
-        run[q] = list(seen)[:TOP_K]
-    return run
-
-
 def quality(names: tuple[str, ...], query_limit: int | None) -> list[dict[str, Any]]:
+    """Whole documents (the peers' unit) and the knowledge base as `ragspine eval` measures it."""
     rows = []
     for name in names:
         path = DATASETS / name
@@ -114,34 +111,22 @@ def quality(names: tuple[str, ...], query_limit: int | None) -> list[dict[str, A
             tokenizer = Tokenizer(stemmer=stemmer)
             index, ids = build_ragspine(ds, tokenizer)
             retriever, bids = build_bm25s(ds, tokenizer)
-            ours = evaluate(
-                ds.qrels, {q: rank_scores(r) for q, r in run_ragspine(index, ids, queries).items()}
-            )
-            peer = evaluate(
-                ds.qrels,
-                {
-                    q: rank_scores(r)
-                    for q, r in run_bm25s(retriever, bids, queries, tokenizer).items()
-                },
-            )
+            ours = evaluate(ds, run_ragspine(index, ids, queries))
+            peer = evaluate(ds, run_bm25s(retriever, bids, queries, tokenizer))
             with tempfile.TemporaryDirectory() as tmp:
-                kb = KnowledgeBase(Path(tmp) / "kb", stemmer=stemmer)
-                kb.add_documents(
-                    Document(f"d{i}", doc_text(*ds.corpus[d]), title=ds.corpus[d][0],
-                             metadata={"beir_id": d})
-                    for i, d in enumerate(ds.corpus)
-                )  # fmt: skip
-                chunked = evaluate(
-                    ds.qrels, {q: rank_scores(r) for q, r in kb_run(kb, queries).items()}
-                )
-                kb.close()
+                os.environ["RAGSPINE_STEMMER"] = stemmer
+                try:
+                    (kb, *_), _ = run_eval(
+                        path, modes=["bm25"], limit_queries=query_limit, cache_dir=tmp
+                    )
+                finally:
+                    del os.environ["RAGSPINE_STEMMER"]
             rows.append({
                 "dataset": name, "stemmer": stemmer, "queries": len(queries),
                 "ragspine_ndcg@10": ours["ndcg@10"], "bm25s_ndcg@10": peer["ndcg@10"],
                 "delta_ndcg@10": ours["ndcg@10"] - peer["ndcg@10"],
                 "ragspine_recall@100": ours["recall@100"], "bm25s_recall@100": peer["recall@100"],
-                "kb_chunked_ndcg@10": chunked["ndcg@10"],
-                "kb_chunked_recall@100": chunked["recall@100"],
+                "kb_chunked_ndcg@10": kb["ndcg@10"], "kb_chunked_recall@100": kb["recall@100"],
             })  # fmt: skip
     return rows
 
@@ -160,7 +145,7 @@ def speed(repeat: int, query_limit: int | None) -> dict[str, Any]:
     _, rank_build, rank_query = run_rank_bm25(ds, tokenizer, rank_queries)
     with tempfile.TemporaryDirectory() as tmp:
         kb = KnowledgeBase(Path(tmp) / "kb")
-        kb.add_documents(Document(d, doc_text(*ds.corpus[d])) for d in ds.corpus)
+        kb.add_documents(Document(d, t) for d, t in zip(*corpus_texts(ds)))
         _, kb_query = timed(lambda: [kb.search(t, top_k=10) for t in queries.values()], repeat)
         latencies = []
         for text in queries.values():
@@ -189,7 +174,7 @@ def scale_corpus(target_chunks: int) -> list[Document]:
     for name in QUALITY_SETS:
         if (DATASETS / name).is_dir():
             ds = load_beir(DATASETS / name)
-            base.extend((f"{name}/{d}", doc_text(*ds.corpus[d])) for d in ds.corpus)
+            base.extend((f"{name}/{d}", t) for d, t in zip(*corpus_texts(ds)))
     chunk_counts = [len(chunk_document(text)) for _, text in base]
     docs: list[Document] = []
     n_chunks = 0

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ragspine import __version__
-from ragspine.config import MODES
+from ragspine.config import MODES, default_eval_cache
 from ragspine.errors import InvalidArgumentError, KnowledgeBaseError, LoaderError, RagspineError
 from ragspine.knowledge_base import KnowledgeBase, delete_knowledge_base, is_knowledge_base
 from ragspine.retrieval.filters import filters_from_expressions, parse_scalar
@@ -49,7 +49,8 @@ def _parse_meta(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 @contextmanager
-def _progress(enabled: bool, label: str) -> Iterator[Callable[[int, int, str], None] | None]:
+def _progress(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+    """Progress bars on stderr, one per phase label; nothing when quiet or not a terminal."""
     if not enabled or not sys.stderr.isatty():
         yield None
         return
@@ -57,18 +58,19 @@ def _progress(enabled: bool, label: str) -> Iterator[Callable[[int, int, str], N
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
-        TextColumn(label),
+        TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("{task.description}"),
         console=Console(stderr=True),
         transient=True,
     ) as bar:
-        task = bar.add_task("", total=None)
+        tasks: dict[str, Any] = {}
 
-        def update(done: int, total: int, name: str) -> None:
-            bar.update(task, completed=done, total=total, description=Path(name).name[:40])
+        def update(label: str, done: int, total: int) -> None:
+            if label not in tasks:
+                tasks[label] = bar.add_task(label, total=total)
+            bar.update(tasks[label], completed=done, total=total)
 
         yield update
 
@@ -83,13 +85,15 @@ def _open_kb(path: str, *, create: bool = False) -> KnowledgeBase:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     metadata = _parse_meta(args.meta)
-    with _open_kb(args.kb, create=True) as kb, _progress(not args.json, "ingest") as progress:
+    with _open_kb(args.kb, create=True) as kb, _progress(not args.json) as update:
         report = kb.ingest(
             args.paths,
             metadata,
             include=args.include,
             exclude=args.exclude,
-            progress=progress,
+            progress=None
+            if update is None
+            else lambda done, total, _: update("ingest", done, total),
         )
         counts = kb.store.counts()
     if args.json:
@@ -172,6 +176,37 @@ def cmd_kb(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from ragspine.eval.report import json_lines, markdown_table, write_plot
+    from ragspine.eval.runner import run_eval
+
+    if args.top_k <= 0:
+        raise InvalidArgumentError(f"--top-k must be positive, got {args.top_k}")
+    if args.limit_queries is not None and args.limit_queries <= 0:
+        raise InvalidArgumentError(f"--limit-queries must be positive, got {args.limit_queries}")
+    with _progress(not args.json) as update:
+        results, dataset = run_eval(
+            args.dataset,
+            modes=args.mode or ["auto"],
+            top_k=args.top_k,
+            limit_queries=args.limit_queries,
+            cache_dir=args.cache or default_eval_cache(),
+            compare_peers=args.compare_peers,
+            progress=update,
+        )
+    for warning in dataset.warnings:
+        print(f"ragspine: warning: {dataset.name}: {warning}", file=sys.stderr)
+    if args.plot:
+        write_plot(results, args.plot)
+    if args.json:
+        sys.stdout.write(json_lines(results))
+    else:
+        sys.stdout.write(markdown_table(results))
+        if args.plot:
+            print(f"plot written to {args.plot}")
+    return 0
+
+
 def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
@@ -189,6 +224,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             "docx (python-docx)": _has("docx"),
         },
         "stemming (PyStemmer)": _has("Stemmer"),
+        "evaluation (pytrec_eval, matplotlib)": _has("pytrec_eval") and _has("matplotlib"),
         "retrieval": {"lexical": "BM25 (inverted index)", "dense": "none configured"},
         "modes": list(MODES),
     }
@@ -241,6 +277,17 @@ def build_parser() -> argparse.ArgumentParser:
     for p in kb_sub.choices.values():
         p.add_argument("--json", action="store_true")
     kb.set_defaults(func=cmd_kb)
+
+    evaluate = sub.add_parser("eval", help="measure retrieval quality on a BEIR-format dataset")
+    evaluate.add_argument("dataset", help="folder with corpus.jsonl[.gz], queries.jsonl, qrels/")
+    evaluate.add_argument("--mode", action="append", choices=MODES, help="repeat to compare")
+    evaluate.add_argument("--top-k", type=int, default=100)
+    evaluate.add_argument("--limit-queries", type=int, default=None, metavar="N")
+    evaluate.add_argument("--cache", default=None, metavar="DIR", help="knowledge-base cache")
+    evaluate.add_argument("--json", action="store_true", help="one JSON object per mode")
+    evaluate.add_argument("--plot", default=None, metavar="FILE.png")
+    evaluate.add_argument("--compare-peers", action="store_true", help="add bm25s and rank-bm25")
+    evaluate.set_defaults(func=cmd_eval)
 
     doctor = sub.add_parser("doctor", help="what is installed and which backends are active")
     doctor.add_argument("--kb", default=None)

@@ -62,3 +62,12 @@ def _coerce(name: str, kind: type, raw: str) -> Any:
         raise InvalidArgumentError(
             f"RAGSPINE_{name.upper()}={raw!r} is not a valid {kind.__name__}"
         ) from exc
+
+
+def default_eval_cache(environ: Mapping[str, str] | None = None) -> str:
+    """``RAGSPINE_EVAL_CACHE``, else ``$XDG_CACHE_HOME/ragspine/eval``, else ``~/.cache/...``."""
+    env = os.environ if environ is None else environ
+    if env.get("RAGSPINE_EVAL_CACHE"):
+        return env["RAGSPINE_EVAL_CACHE"]
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "ragspine", "eval")

@@ -13,6 +13,7 @@ import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,21 @@ Progress = Callable[[int, int, str], None]
 
 def is_knowledge_base(path: str | Path) -> bool:
     return (Path(path) / CONFIG_FILE).is_file()
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """A ranked list of chunks in columns, cheap at any depth; position 0 is the best."""
+
+    slots: list[int]
+    chunk_ids: list[str]
+    scores: dict[str, list[float | None]]  # stage name -> one score per position
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def scores_at(self, position: int) -> dict[str, float | None]:
+        return {stage: values[position] for stage, values in self.scores.items()}
 
 
 class KnowledgeBase:
@@ -192,9 +208,16 @@ class KnowledgeBase:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
     # ------------------------------------------------------------------ writing
-    def _write(self, prepared: Iterable[PreparedDocument | None], report: IngestReport) -> None:
+    def _write(
+        self,
+        prepared: Iterable[PreparedDocument | None],
+        report: IngestReport,
+        progress: Progress | None = None,
+        total: int = 0,
+    ) -> None:
         """Write in batches, one transaction (and one store generation) per batch."""
         pending: dict[str, PreparedDocument] = {}
+        done = 0
 
         def flush() -> None:
             known = self.store.content_hashes(list(pending))
@@ -210,8 +233,11 @@ class KnowledgeBase:
                 batch.append((doc_id, item.chunks, "", item.source))
             report.chunks_written += self.store.replace_many(batch)
             pending.clear()
+            if progress is not None:
+                progress(done, total, "writing")
 
         for item in prepared:
+            done += 1
             if item is None:
                 continue
             if item.source.doc_id in pending:
@@ -264,7 +290,9 @@ class KnowledgeBase:
             self._sync_index(persist=True)
         return report
 
-    def add_documents(self, documents: Iterable[Document]) -> IngestReport:
+    def add_documents(
+        self, documents: Iterable[Document], *, progress: Progress | None = None
+    ) -> IngestReport:
         """Chunk and index documents already in memory, in batches.
 
         Every document is checked and chunked before the first write, so a bad one raises
@@ -273,7 +301,9 @@ class KnowledgeBase:
         prepared = [prepare_document(d, self.plan) for d in documents]
         report = IngestReport()
         with self._write_lock():
-            self._write(prepared, report)
+            self._write(prepared, report, progress, len(prepared))
+            if progress is not None:
+                progress(len(prepared), len(prepared), "indexing")
             self._sync_index(persist=True)
         return report
 
@@ -308,7 +338,7 @@ class KnowledgeBase:
         mask[rows] = True
         return mask
 
-    def search(
+    def retrieve(
         self,
         query: str,
         *,
@@ -316,10 +346,10 @@ class KnowledgeBase:
         filters: Mapping[str, Any] | MetadataFilter | None = None,
         doc_ids: Sequence[str] | None = None,
         mode: str | None = None,
-    ) -> list[Snippet]:
-        """Ranked snippets, best first; ties broken by chunk id (R3).
+    ) -> Ranking:
+        """The ranking :meth:`search` returns, as chunk ids and scores only (no row fetch).
 
-        ``filters`` and ``doc_ids`` only narrow (R4, R28): an empty ``doc_ids`` finds nothing.
+        For callers that need deep lists cheaply, such as evaluation.
         """
         if not isinstance(query, str):
             raise InvalidArgumentError(f"query must be a string, got {type(query).__name__}")
@@ -334,19 +364,33 @@ class KnowledgeBase:
         index = self._sync_index()
         allowed = self._allowed_mask(spec, doc_ids)
         if allowed is not None and not allowed.any():
-            return []
-        hits = index.search(query, top_k, allowed)
-        chunks = self.store.fetch_active([h.slot for h in hits])
-        snippets: list[Snippet] = []
-        for hit in hits:
-            chunk = chunks.get(hit.slot)
-            if chunk is None:
-                continue  # retired between the index read and the fetch: never return it
-            fused = 1.0 / (DEFAULT_RRF_K + len(snippets) + 1)
-            snippets.append(
-                Snippet.from_chunk(chunk, {"bm25": hit.score, "vector": None, "fused": fused})
-            )
-        return snippets
+            return Ranking([], [], {"bm25": [], "vector": [], "fused": []})
+        slots, chunk_ids, bm25 = index.ranked(query, top_k, allowed)
+        fused: list[float | None] = [1.0 / (DEFAULT_RRF_K + r) for r in range(1, len(slots) + 1)]
+        vector: list[float | None] = [None] * len(slots)
+        return Ranking(slots, chunk_ids, {"bm25": list(bm25), "vector": vector, "fused": fused})
+
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int = 10,
+        filters: Mapping[str, Any] | MetadataFilter | None = None,
+        doc_ids: Sequence[str] | None = None,
+        mode: str | None = None,
+    ) -> list[Snippet]:
+        """Ranked snippets, best first; ties broken by chunk id (R3).
+
+        ``filters`` and ``doc_ids`` only narrow (R4, R28): an empty ``doc_ids`` finds nothing.
+        """
+        ranking = self.retrieve(query, top_k=top_k, filters=filters, doc_ids=doc_ids, mode=mode)
+        chunks = self.store.fetch_active(ranking.slots)
+        # a chunk retired between the index read and the fetch is absent: never return it
+        return [
+            Snippet.from_chunk(chunks[slot], ranking.scores_at(i))
+            for i, slot in enumerate(ranking.slots)
+            if slot in chunks
+        ]
 
     def documents(self) -> list[DocumentRecord]:
         return self.store.documents()

@@ -18,7 +18,7 @@ def test_r21_scores_equal_bm25s_on_cisi() -> None:
     ds = load_beir(DATASETS / "cisi")
     tokenizer = Tokenizer(stemmer="english")
     ids = list(ds.corpus)
-    texts = [f"{t}\n\n{x}" for t, x in (ds.corpus[d] for d in ids)]
+    texts = [f"{ds.corpus[d].title}\n\n{ds.corpus[d].text}" for d in ids]
     index = BM25Index(tokenizer)
     index.apply([(i, d, t) for i, (d, t) in enumerate(zip(ids, texts))], [], 1)
     peer = bm25s.BM25(k1=1.5, b=0.75, method="robertson")

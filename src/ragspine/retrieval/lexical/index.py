@@ -10,7 +10,6 @@ A query touches only the postings of its terms, never the whole corpus.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import threading
@@ -274,10 +273,13 @@ class BM25Index:
             return doc_parts[0], weight_parts[0]
         return np.concatenate(doc_parts), np.concatenate(weight_parts)
 
-    def search(self, query: str, top_k: int, allowed: BoolArray | None = None) -> list[LexicalHit]:
-        """The ``top_k`` best live slots, ordered by ``(-score, key)`` (R3)."""
+    def ranked(
+        self, query: str, top_k: int, allowed: BoolArray | None = None
+    ) -> tuple[list[int], list[str], list[float]]:
+        """The ``top_k`` best live slots as columns (slots, keys, scores), ordered by
+        ``(-score, key)`` (R3). Columns stay cheap at any depth."""
         if top_k <= 0:
-            return []
+            return [], [], []
         slots, scores = self.score_slots(query, allowed)
         if slots.shape[0] > top_k:
             cut = slots.shape[0] - top_k
@@ -285,19 +287,24 @@ class BM25Index:
             at_least = scores >= kth  # keeps every tie at the cut, so the order below decides
             slots, scores = slots[at_least], scores[at_least]
         order = np.argsort(-scores, kind="stable")
-        ranked_scores = scores[order].tolist()
+        scores = scores[order]
         ranked_slots = slots[order].tolist()
-        keys = self._keys
-        if any(a == b for a, b in itertools.pairwise(ranked_scores)):
-            pairs = sorted(
-                zip(ranked_scores, ranked_slots), key=lambda p: (-p[0], keys[p[1]] or "")
-            )
-            ranked_scores = [p[0] for p in pairs]
-            ranked_slots = [p[1] for p in pairs]
-        return [
-            LexicalHit(slot, keys[slot] or "", score)
-            for slot, score in zip(ranked_slots[:top_k], ranked_scores[:top_k])
-        ]
+        same = scores[1:] == scores[:-1]
+        if same.any():
+            keys = self._keys
+            starts = np.flatnonzero(np.concatenate(([True], ~same)))
+            ends = np.append(starts[1:], scores.shape[0])
+            tied = ends - starts > 1
+            for start, end in zip(starts[tied].tolist(), ends[tied].tolist()):
+                ranked_slots[start:end] = sorted(
+                    ranked_slots[start:end], key=lambda slot: keys[slot] or ""
+                )
+        ranked_slots = ranked_slots[:top_k]
+        return ranked_slots, [self._keys[s] or "" for s in ranked_slots], scores[:top_k].tolist()
+
+    def search(self, query: str, top_k: int, allowed: BoolArray | None = None) -> list[LexicalHit]:
+        """The ``top_k`` best live slots, ordered by ``(-score, key)`` (R3)."""
+        return [LexicalHit(*hit) for hit in zip(*self.ranked(query, top_k, allowed))]
 
     # ----------------------------------------------------------------- writing
     def _term_ids(self, tokens: Iterable[str]) -> list[int]:
