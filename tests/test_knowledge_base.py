@@ -232,3 +232,20 @@ def test_add_documents_rejects_bad_documents_without_writing(tmp_path: Path) -> 
         with pytest.raises(InvalidArgumentError):
             kb.add_documents([*good, Document("x", None)])  # type: ignore[arg-type]
         assert kb.store.counts()["chunks"] == 0
+
+
+def test_per_document_ranking_keeps_each_documents_best_chunk(tmp_path: Path) -> None:
+    with KnowledgeBase(tmp_path / "kb", chunk_chars=60, overlap_chars=0) as kb:
+        kb.add_documents(
+            Document(f"doc{i}", "\n\n".join(f"turbine blade part {j} " * (1 + (i + j) % 3)
+                                            for j in range(4)))
+            for i in range(12)
+        )  # fmt: skip
+        chunks = kb.retrieve("turbine blade", top_k=1000)
+        docs = kb.retrieve("turbine blade", top_k=5, per_document=True)
+        best_first: dict[str, int] = {}
+        for slot, chunk_id in zip(chunks.slots, chunks.chunk_ids):
+            best_first.setdefault(chunk_id.split("#")[0], slot)
+        assert docs.doc_ids == list(best_first)[:5]
+        assert docs.slots == list(best_first.values())[:5]
+        assert len(kb.retrieve("turbine", top_k=50, per_document=True).doc_ids or []) == 12

@@ -60,6 +60,7 @@ class Ranking:
     slots: list[int]
     chunk_ids: list[str]
     scores: dict[str, list[float | None]]  # stage name -> one score per position
+    doc_ids: list[str] | None = None  # filled for per-document rankings
 
     def __len__(self) -> int:
         return len(self.slots)
@@ -126,6 +127,7 @@ class KnowledgeBase:
         self.store = ChunkStore(self.path / STORE_FILE)
         self.store.init_schema()
         self._index_lock = threading.Lock()
+        self._groups_cache: tuple[int, np.ndarray, list[str]] | None = None
         self._index = self._open_index()
         if self._index.generation == 0 and self.store.generation > 1:
             with self._write_lock():  # absent or damaged: rebuild from the store, once, on disk
@@ -346,10 +348,12 @@ class KnowledgeBase:
         filters: Mapping[str, Any] | MetadataFilter | None = None,
         doc_ids: Sequence[str] | None = None,
         mode: str | None = None,
+        per_document: bool = False,
     ) -> Ranking:
         """The ranking :meth:`search` returns, as chunk ids and scores only (no row fetch).
 
-        For callers that need deep lists cheaply, such as evaluation.
+        For callers that need deep lists cheaply, such as evaluation. ``per_document`` keeps
+        each document's best chunk only and returns ``top_k`` documents (``doc_ids`` filled).
         """
         if not isinstance(query, str):
             raise InvalidArgumentError(f"query must be a string, got {type(query).__name__}")
@@ -365,10 +369,31 @@ class KnowledgeBase:
         allowed = self._allowed_mask(spec, doc_ids)
         if allowed is not None and not allowed.any():
             return Ranking([], [], {"bm25": [], "vector": [], "fused": []})
-        slots, chunk_ids, bm25 = index.ranked(query, top_k, allowed)
+        groups, names = self._document_groups() if per_document else (None, [])
+        slots, chunk_ids, bm25 = index.ranked(query, top_k, allowed, groups)
         fused: list[float | None] = [1.0 / (DEFAULT_RRF_K + r) for r in range(1, len(slots) + 1)]
         vector: list[float | None] = [None] * len(slots)
-        return Ranking(slots, chunk_ids, {"bm25": list(bm25), "vector": vector, "fused": fused})
+        return Ranking(
+            slots,
+            chunk_ids,
+            {"bm25": list(bm25), "vector": vector, "fused": fused},
+            None if groups is None else [names[g] for g in groups[slots].tolist()],
+        )
+
+    def _document_groups(self) -> tuple[np.ndarray, list[str]]:
+        """Document number per store row (for per-document rankings), cached per generation."""
+        generation = self.store.generation
+        cached = self._groups_cache
+        if cached is not None and cached[0] == generation:
+            return cached[1], cached[2]
+        rows = self.store.active_row_ids_by_document()
+        names = sorted({doc_id for _, doc_id in rows})
+        number = {doc_id: i for i, doc_id in enumerate(names)}
+        groups = np.full(max((r for r, _ in rows), default=0) + 1, -1, dtype=np.int64)
+        for row_id, doc_id in rows:
+            groups[row_id] = number[doc_id]
+        self._groups_cache = (generation, groups, names)
+        return groups, names
 
     def search(
         self,

@@ -15,9 +15,10 @@ KEYS = {"dataset", "mode", "docs", "queries", "ndcg@10", "recall@100", "mrr@10",
 
 
 def test_r93_fold_ranks_documents_by_their_best_chunk() -> None:
-    mapping = {"a#0": "a", "a#1": "a", "b#0": "b", "c#0": "c"}
-    assert fold_to_documents(["a#1", "b#0", "a#0", "c#0"], mapping, 10) == ["a", "b", "c"]
-    assert fold_to_documents(["a#1", "b#0", "a#0", "c#0"], mapping, 2) == ["a", "b"]
+    documents = ["a", "a", "b", "c"]  # chunk position -> its document
+    assert fold_to_documents([1, 2, 0, 3], documents, 10) == ["a", "b", "c"]
+    assert fold_to_documents([3, 1, 2, 0], documents, 2) == ["c", "a"]
+    assert fold_to_documents([], documents, 2) == []
 
 
 def test_r93_run_eval_reports_documented_keys_and_reuses_its_cache(

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,8 +36,6 @@ PEERS = ("bm25s", "rank-bm25")
 @dataclass(frozen=True)
 class EvalKnowledgeBase:
     kb: KnowledgeBase
-    chunk_to_doc: dict[str, str]
-    depth_factor: int
     index_s: float
     cached: bool
 
@@ -100,31 +99,19 @@ def open_eval_kb(
         os.replace(staging, path)
     kb = KnowledgeBase(path, create=False)
     index_s = float(json.loads(marker.read_text(encoding="utf-8"))["index_s"])
-    rows = kb.store.execute_read("SELECT chunk_id, doc_id FROM narrative_chunk WHERE active = 1")
-    chunk_to_doc = dict(rows)
-    per_doc: dict[str, int] = {}
-    for doc_id in chunk_to_doc.values():
-        per_doc[doc_id] = per_doc.get(doc_id, 0) + 1
-    depth_factor = min(_MAX_CHUNKS_PER_DOC, max(per_doc.values(), default=1))
-    return EvalKnowledgeBase(kb, chunk_to_doc, depth_factor, index_s, cached)
+    return EvalKnowledgeBase(kb, index_s, cached)
 
 
-def fold_to_documents(
-    chunk_ids: Sequence[str], chunk_to_doc: dict[str, str], top_k: int
-) -> list[str]:
+def fold_to_documents(positions: Sequence[int], documents: Sequence[str], top_k: int) -> list[str]:
     """Documents in the order of their best chunk."""
-    seen: dict[str, None] = {}
-    for chunk_id in chunk_ids:
-        seen.setdefault(chunk_to_doc[chunk_id], None)
-        if len(seen) == top_k:
-            break
-    return list(seen)
+    return list(dict.fromkeys(map(documents.__getitem__, positions)))[:top_k]
 
 
 @dataclass
 class _Timing:
     latencies: list[float]
     loop_s: float
+    metrics_s: float
 
     def summary(self) -> dict[str, Any]:
         search_s = sum(self.latencies)
@@ -137,37 +124,41 @@ class _Timing:
             "qps": len(self.latencies) / search_s if search_s else 0.0,
             "search_s": search_s,
             "overhead_pct": 100 * (self.loop_s - search_s) / search_s if search_s else 0.0,
+            "metrics_s": self.metrics_s,
         }
 
 
 def _run_queries(
     queries: dict[str, str],
-    search: Callable[[str], Sequence[str]],
-    chunk_to_doc: dict[str, str],
+    search: Callable[[str], list[str]],
     top_k: int,
     qrels: dict[str, dict[str, int]],
     progress: Progress | None,
     label: str,
 ) -> tuple[dict[str, float], _Timing]:
-    """Time each search alone; the loop time also covers folding and scoring (the overhead)."""
+    """Time each document-level search alone; what the query loop adds on top is the overhead;
+    scoring the run afterwards is timed apart."""
     latencies: list[float] = []
     run: dict[str, list[str]] = {}
     loop_start = time.perf_counter()
     for done, (query_id, text) in enumerate(queries.items(), start=1):
         start = time.perf_counter()
-        chunk_ids = search(text)
+        documents = search(text)
         latencies.append(time.perf_counter() - start)
-        run[query_id] = fold_to_documents(chunk_ids, chunk_to_doc, top_k)
+        run[query_id] = documents
         if progress is not None and (done % 50 == 0 or done == len(queries)):
             progress(label, done, len(queries))
+    loop_s = time.perf_counter() - loop_start
+    start = time.perf_counter()
     metrics = mean_metrics(per_query_metrics({q: qrels[q] for q in queries}, run))
-    return metrics, _Timing(latencies, time.perf_counter() - loop_start)
+    return metrics, _Timing(latencies, loop_s, time.perf_counter() - start)
 
 
 def _peer_search(
-    name: str, texts: list[str], chunk_ids: list[str], tokenizer: Tokenizer, depth: int
+    name: str, texts: list[str], documents: list[str], tokenizer: Tokenizer, depth: int, top_k: int
 ) -> tuple[Callable[[str], list[str]], float]:
-    """Build a peer on the same chunks and tokens; returns its search function and build time."""
+    """A peer built on the same chunks and tokens, searching documents by their best chunk
+    (as ragspine's per-document retrieval does); returns the search and its build time."""
     start = time.perf_counter()
     if name == "bm25s":
         import bm25s
@@ -179,10 +170,12 @@ def _peer_search(
 
         def search(query: str) -> list[str]:
             tokens = [t for t in tokenizer(query) if t in vocab] or [""]
-            docs, scores = retriever.retrieve(
+            found, scores = retriever.retrieve(
                 [tokens], k=k, show_progress=False, n_threads=1, backend_selection="numpy"
             )
-            return [chunk_ids[d] for d, s in zip(docs[0], scores[0]) if s > 0]
+            return fold_to_documents(
+                [i for i, s in zip(found[0], scores[0]) if s > 0], documents, top_k
+            )
 
     elif name == "rank-bm25":
         from rank_bm25 import BM25Okapi
@@ -192,7 +185,7 @@ def _peer_search(
         def search(query: str) -> list[str]:
             scores = model.get_scores(tokenizer(query))
             top = np.argsort(-scores, kind="stable")[:depth]
-            return [chunk_ids[i] for i in top if scores[i] > 0]
+            return fold_to_documents([i for i in top if scores[i] > 0], documents, top_k)
 
     else:
         raise ValueError(f"unknown peer {name!r}; choose from {PEERS}")
@@ -217,25 +210,24 @@ def run_eval(
     if limit_queries is not None:
         queries = dict(list(queries.items())[:limit_queries])
     ekb = open_eval_kb(dataset, Path(cache_dir), progress)
-    depth = top_k * ekb.depth_factor
+    chunks = ekb.kb.store.counts()["chunks"]
     results: list[dict[str, Any]] = []
     base = {"dataset": dataset.name, "docs": len(dataset.corpus), "queries": len(queries)}
     try:
         for mode in modes:
-            ekb.kb.retrieve("warm up", top_k=1, mode=mode)
+            ekb.kb.retrieve("warm up", top_k=1, mode=mode, per_document=True)
 
             def search(text: str, mode: str = mode) -> list[str]:
-                return ekb.kb.retrieve(text, top_k=depth, mode=mode).chunk_ids
+                ranking = ekb.kb.retrieve(text, top_k=top_k, mode=mode, per_document=True)
+                return ranking.doc_ids or []
 
-            metrics, timing = _run_queries(
-                queries, search, ekb.chunk_to_doc, top_k, dataset.qrels, progress, mode
-            )
+            metrics, timing = _run_queries(queries, search, top_k, dataset.qrels, progress, mode)
             results.append(
                 {**base, "mode": mode, **metrics, **timing.summary(), "index_s": ekb.index_s,
-                 "cached": ekb.cached, "chunks": len(ekb.chunk_to_doc)}
+                 "cached": ekb.cached, "chunks": chunks}
             )  # fmt: skip
         if compare_peers:
-            results.extend(_peers(ekb, queries, dataset, base, top_k, depth, results[0], progress))
+            results.extend(_peers(ekb, queries, dataset, base, top_k, results[0], progress))
     finally:
         ekb.kb.close()
     return results, dataset
@@ -247,16 +239,19 @@ def _peers(
     dataset: BeirDataset,
     base: dict[str, Any],
     top_k: int,
-    depth: int,
     ours: dict[str, Any],
     progress: Progress | None,
 ) -> list[dict[str, Any]]:
     """Peers on the same chunks, and ratios against ragspine measured in this same run."""
     rows = ekb.kb.store.execute_read(
-        "SELECT row_id, chunk_id, text FROM narrative_chunk WHERE active = 1 ORDER BY row_id"
+        "SELECT row_id, chunk_id, text, doc_id FROM narrative_chunk WHERE active = 1 "
+        "ORDER BY row_id"
     )
-    chunk_ids = [r[1] for r in rows]
     texts = [r[2] for r in rows]
+    documents = [r[3] for r in rows]
+    per_document = Counter(documents)
+    # deep enough that top_k documents are always among the chunks a peer returns
+    depth = top_k * min(_MAX_CHUNKS_PER_DOC, max(per_document.values(), default=1))
     tokenizer = ekb.kb.tokenizer
     start = time.perf_counter()
     rebuilt = BM25Index(tokenizer, k1=ekb.kb.settings.bm25_k1, b=ekb.kb.settings.bm25_b)
@@ -265,10 +260,8 @@ def _peers(
     ours["index_rebuild_s"] = our_index_s
     out = []
     for name in PEERS:
-        search, build_s = _peer_search(name, texts, chunk_ids, tokenizer, depth)
-        metrics, timing = _run_queries(
-            queries, search, ekb.chunk_to_doc, top_k, dataset.qrels, progress, name
-        )
+        search, build_s = _peer_search(name, texts, documents, tokenizer, depth, top_k)
+        metrics, timing = _run_queries(queries, search, top_k, dataset.qrels, progress, name)
         summary = timing.summary()
         out.append(
             {
@@ -277,7 +270,7 @@ def _peers(
                 **metrics,
                 **summary,
                 "index_s": build_s,
-                "chunks": len(chunk_ids),
+                "chunks": len(texts),
                 "ragspine_speedup": {
                     "qps": ours["qps"] / summary["qps"] if summary["qps"] else None,
                     "latency_p50": summary["latency_ms"]["p50"] / ours["latency_ms"]["p50"]

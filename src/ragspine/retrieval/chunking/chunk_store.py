@@ -431,6 +431,14 @@ class ChunkStore:
         with self._lock:
             return [r[0] for r in self._conn.execute(sql, args)]
 
+    def active_row_ids_by_document(self) -> list[tuple[int, str]]:
+        """``(row_id, doc_id)`` of every active chunk."""
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT row_id, doc_id FROM {CHUNK_TABLE} WHERE active = 1"
+            ).fetchall()
+        return [(int(r), str(d)) for r, d in rows]
+
     def changes_since(self, generation: int) -> ChangeSet:
         """Rows created or retired after ``generation`` (for index catch-up)."""
         with self._lock:

@@ -274,15 +274,44 @@ class BM25Index:
         return np.concatenate(doc_parts), np.concatenate(weight_parts)
 
     def ranked(
-        self, query: str, top_k: int, allowed: BoolArray | None = None
+        self,
+        query: str,
+        top_k: int,
+        allowed: BoolArray | None = None,
+        groups: IntArray | None = None,
     ) -> tuple[list[int], list[str], list[float]]:
         """The ``top_k`` best live slots as columns (slots, keys, scores), ordered by
-        ``(-score, key)`` (R3). Columns stay cheap at any depth."""
+        ``(-score, key)`` (R3). Columns stay cheap at any depth.
+
+        With ``groups`` (a group number per slot, e.g. its document), only the best slot of
+        each group counts and ``top_k`` groups come back.
+        """
         if top_k <= 0:
             return [], [], []
         slots, scores = self.score_slots(query, allowed)
-        if slots.shape[0] > top_k:
-            cut = slots.shape[0] - top_k
+        if groups is None:
+            ranked_slots, ranked_scores = self._order(slots, scores, top_k)
+        else:
+            depth = top_k * 4
+            while True:  # deepen until top_k groups are in hand or every match was ranked
+                ranked_slots, ranked_scores = self._order(slots, scores, depth)
+                ranked_groups = groups[np.asarray(ranked_slots, dtype=np.int64)]
+                _, firsts = np.unique(ranked_groups, return_index=True)
+                if firsts.shape[0] >= top_k or depth >= slots.shape[0]:
+                    break
+                depth *= 4
+            best = np.sort(firsts)[:top_k].tolist()
+            ranked_slots = [ranked_slots[i] for i in best]
+            ranked_scores = [ranked_scores[i] for i in best]
+        ranked_slots, ranked_scores = ranked_slots[:top_k], ranked_scores[:top_k]
+        return ranked_slots, [self._keys[s] or "" for s in ranked_slots], ranked_scores
+
+    def _order(
+        self, slots: IntArray, scores: FloatArray, depth: int
+    ) -> tuple[list[int], list[float]]:
+        """The best ``depth`` of the scored slots, ties broken by key."""
+        if slots.shape[0] > depth:
+            cut = slots.shape[0] - depth
             kth = np.partition(scores, cut)[cut]
             at_least = scores >= kth  # keeps every tie at the cut, so the order below decides
             slots, scores = slots[at_least], scores[at_least]
@@ -299,8 +328,7 @@ class BM25Index:
                 ranked_slots[start:end] = sorted(
                     ranked_slots[start:end], key=lambda slot: keys[slot] or ""
                 )
-        ranked_slots = ranked_slots[:top_k]
-        return ranked_slots, [self._keys[s] or "" for s in ranked_slots], scores[:top_k].tolist()
+        return ranked_slots[:depth], scores[:depth].tolist()
 
     def search(self, query: str, top_k: int, allowed: BoolArray | None = None) -> list[LexicalHit]:
         """The ``top_k`` best live slots, ordered by ``(-score, key)`` (R3)."""
