@@ -32,8 +32,12 @@ def markdown_table(results: Sequence[dict[str, Any]]) -> str:
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in results:
-        speedup = r.get("ragspine_speedup")
-        ratio = f"{speedup['qps']:.2f}x q/s" if speedup and speedup.get("qps") else ""
+        speedup = r.get("ragspine_speedup") or {}
+        ratio = ", ".join(
+            f"{speedup[key]:.2f}x {label}"
+            for key, label in (("qps", "q/s"), ("index", "index build"))
+            if speedup.get(key)
+        )
         cells = [
             r["dataset"],
             r["mode"],
@@ -68,7 +72,7 @@ def write_plot(results: Sequence[dict[str, Any]], path: str | Path) -> None:
     quality.set_xticks(positions, labels, fontsize=8)
     quality.set_ylim(0, 1)
     quality.set_title("Retrieval quality")
-    quality.legend()
+    quality.legend(loc="lower right", framealpha=0.9)
     speed.bar(positions, [r["latency_ms"]["p50"] for r in results], width, label="p50")
     speed.scatter(positions, [r["latency_ms"]["p95"] for r in results], color="black", label="p95",
                   zorder=3)  # fmt: skip

@@ -10,10 +10,11 @@ A query touches only the postings of its terms, never the whole corpus.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -83,20 +84,15 @@ def _build_segment(name: str, slots: IntArray, term_ids: IntArray) -> Segment:
     if slots.size == 0:
         empty = np.zeros(0, dtype=np.int64)
         return Segment(name, empty, np.zeros(1, dtype=np.int64), empty, np.zeros(0, np.float32))
-    order = np.lexsort((slots, term_ids))
-    terms_sorted, slots_sorted = term_ids[order], slots[order]
-    new_pair = np.empty(order.shape[0], dtype=bool)
-    new_pair[0] = True
-    new_pair[1:] = (terms_sorted[1:] != terms_sorted[:-1]) | (slots_sorted[1:] != slots_sorted[:-1])
-    pair_starts = np.flatnonzero(new_pair)
-    tfs = np.diff(np.append(pair_starts, order.shape[0])).astype(np.float32)
-    pair_terms, pair_docs = terms_sorted[pair_starts], slots_sorted[pair_starts]
+    width = int(slots.max()) + 1
+    pairs, tfs = np.unique(term_ids * width + slots, return_counts=True)
+    pair_terms, pair_docs = pairs // width, pairs % width
     new_term = np.empty(pair_terms.shape[0], dtype=bool)
     new_term[0] = True
     new_term[1:] = pair_terms[1:] != pair_terms[:-1]
     term_starts = np.flatnonzero(new_term)
     indptr = np.append(term_starts, pair_terms.shape[0]).astype(np.int64)
-    return Segment(name, pair_terms[term_starts], indptr, pair_docs, tfs)
+    return Segment(name, pair_terms[term_starts], indptr, pair_docs, tfs.astype(np.float32))
 
 
 def _merge_segments(name: str, segments: Sequence[Segment], live: BoolArray) -> Segment:
@@ -335,19 +331,14 @@ class BM25Index:
         return [LexicalHit(*hit) for hit in zip(*self.ranked(query, top_k, allowed))]
 
     # ----------------------------------------------------------------- writing
-    def _term_ids(self, tokens: Iterable[str]) -> list[int]:
+    def _term_ids(self, tokens: list[str]) -> IntArray:
+        """Vocabulary ids of ``tokens``; new terms get ids in order of first appearance."""
         vocab, terms = self._vocab, self._terms
-        tokens = list(tokens)
-        ids = list(map(vocab.get, tokens))
-        if None in ids:
-            for i, term in enumerate(ids):
-                if term is None:
-                    term = vocab.get(tokens[i])
-                    if term is None:
-                        term = vocab[tokens[i]] = len(terms)
-                        terms.append(tokens[i])
-                    ids[i] = term
-        return ids  # type: ignore[return-value]
+        new_terms = [t for t in dict.fromkeys(tokens) if t not in vocab]
+        if new_terms:
+            vocab.update(zip(new_terms, range(len(terms), len(terms) + len(new_terms))))
+            terms.extend(new_terms)
+        return np.fromiter(map(vocab.__getitem__, tokens), dtype=np.int64, count=len(tokens))
 
     def apply(
         self,
@@ -364,7 +355,7 @@ class BM25Index:
             doc_len = _grow(state.doc_len, size)
             n_live, total_len = state.n_live, state.total_len
             dead_postings = state.dead_postings
-            doc_freq_updates: list[int] = []
+            gone: list[IntArray] = []
             for slot, text in retired:
                 if slot < state.live.shape[0] and live[slot]:
                     live[slot] = False
@@ -372,32 +363,31 @@ class BM25Index:
                     dead_postings += 1
                     total_len -= int(doc_len[slot])
                     doc_len[slot] = 0
-                    doc_freq_updates.extend(set(self._term_ids(self.tokenizer(text))))
-            occ_slots: list[int] = []
-            occ_terms: list[int] = []
-            for slot, key, text in added:
-                if slot < live.shape[0] and live[slot]:
-                    continue  # already indexed
-                ids = self._term_ids(self.tokenizer(text))
-                occ_terms.extend(ids)
-                occ_slots.extend([slot] * len(ids))
-                live[slot] = True
-                doc_len[slot] = len(ids)
-                n_live += 1
-                total_len += len(ids)
-                while len(self._keys) <= slot:
-                    self._keys.append(None)
-                self._keys[slot] = key
+                    gone.append(np.unique(self._term_ids(self.tokenizer(text))))
+            new_docs = [(s, k, t) for s, k, t in added if not (s < live.shape[0] and live[s])]
+            token_lists = [self.tokenizer(text) for _, _, text in new_docs]
+            lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
+            occ_terms = self._term_ids(list(itertools.chain.from_iterable(token_lists)))
+            new_slots = np.fromiter(
+                (s for s, _, _ in new_docs), dtype=np.int64, count=len(new_docs)
+            )
+            occ_slots = np.repeat(new_slots, lengths)
+            if new_docs:
+                live[new_slots] = True
+                doc_len[new_slots] = lengths
+                n_live += len(new_docs)
+                total_len += int(lengths.sum())
+                self._keys.extend([None] * (int(new_slots.max()) + 1 - len(self._keys)))
+                for slot, key, _ in new_docs:
+                    self._keys[slot] = key
             doc_freq = _grow(state.doc_freq, len(self._terms))
-            if doc_freq_updates:
-                np.subtract.at(doc_freq, np.asarray(doc_freq_updates, dtype=np.int64), 1)
+            if gone:
+                np.subtract.at(doc_freq, np.concatenate(gone), 1)
             segments = state.segments
-            if occ_terms:
+            if occ_terms.size:
                 self._segment_counter += 1
                 segment = _build_segment(
-                    f"seg-{generation:010d}-{self._segment_counter:06d}",
-                    np.asarray(occ_slots, dtype=np.int64),
-                    np.asarray(occ_terms, dtype=np.int64),
+                    f"seg-{generation:010d}-{self._segment_counter:06d}", occ_slots, occ_terms
                 )
                 doc_freq[segment.terms] += np.diff(segment.indptr)
                 segments = (*segments, segment)
