@@ -65,9 +65,10 @@ def main() -> int:
     table = markdown_table(rows)
     command = "python bench/run_all.py" + (" --smoke" if args.smoke else "")
     (args.out / "SUMMARY.md").write_text(
-        f"# Benchmark summary ({today})\n\n`{command}`; latency is per query at the depth the "
-        "evaluation needs (top-100 documents); peers index the same chunks with the same "
-        f"tokens.\n\n{table}",
+        f"# Benchmark summary ({today})\n\n`{command}`; latency is per document-level query "
+        "(top-100 documents); peers index the same chunks with the same tokens. `index s` is "
+        "ragspine's whole ingest, or a peer's index build; the index-build ratio compares "
+        f"against ragspine's index rebuilt in the same run.\n\n{table}",
         encoding="utf-8",
     )
     print(table)
