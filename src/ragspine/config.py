@@ -71,3 +71,17 @@ def default_eval_cache(environ: Mapping[str, str] | None = None) -> str:
         return env["RAGSPINE_EVAL_CACHE"]
     base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "ragspine", "eval")
+
+
+def embedding_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``RAGSPINE_EMBEDDING`` (or ``RAGSPINE_EMBEDDING_BACKEND``), ``_MODEL``, ``_BASE_URL``,
+    ``_API_KEY``: the embedding backend's settings, empty when unset."""
+    env = os.environ if environ is None else environ
+    backend = env.get("RAGSPINE_EMBEDDING") or env.get("RAGSPINE_EMBEDDING_BACKEND") or ""
+    found = {
+        "backend": backend,
+        "model": env.get("RAGSPINE_EMBEDDING_MODEL", ""),
+        "base_url": env.get("RAGSPINE_EMBEDDING_BASE_URL", ""),
+        "api_key": env.get("RAGSPINE_EMBEDDING_API_KEY", ""),
+    }
+    return {k: v for k, v in found.items() if v}

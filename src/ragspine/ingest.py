@@ -54,6 +54,7 @@ class IngestReport:
     unchanged: int = 0
     chunks_written: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
+    vector_error: str | None = None  # the embedding model failed; vectors catch up later
 
     @property
     def ok(self) -> bool:
@@ -66,6 +67,7 @@ class IngestReport:
             "unchanged": self.unchanged,
             "chunks_written": self.chunks_written,
             "failed": [{"path": p, "error": e} for p, e in self.failed],
+            "vector_error": self.vector_error,
         }
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -35,38 +36,30 @@ from ragspine.ingest import (
 from ragspine.retrieval.chunking.chunk_store import ChunkStore, DocumentRecord, SourceDocument
 from ragspine.retrieval.chunking.chunking import Chunk, validate_budget
 from ragspine.retrieval.filters import MetadataFilter, parse_filters
-from ragspine.retrieval.lexical.fusion import DEFAULT_RRF_K
+from ragspine.retrieval.hybrid import HybridRetriever, Ranking, empty_ranking
 from ragspine.retrieval.lexical.index import BM25Index
 from ragspine.retrieval.lexical.tokenizer import Tokenizer
 from ragspine.retrieval.link.snippet import Snippet
+from ragspine.retrieval.vector.embedding_backends import (
+    EmbeddingBackend,
+    EmbeddingError,
+    make_embedding_backend,
+)
+from ragspine.retrieval.vector.index import VectorIndex
 
 KB_FORMAT = 1
 CONFIG_FILE = "kb.json"
 STORE_FILE = "chunks.db"
 LEXICAL_DIR = "lexical"
+VECTOR_DIR = "vectors"
 _WRITE_BATCH = 256
 
 Progress = Callable[[int, int, str], None]
+log = logging.getLogger(__name__)
 
 
 def is_knowledge_base(path: str | Path) -> bool:
     return (Path(path) / CONFIG_FILE).is_file()
-
-
-@dataclass(frozen=True)
-class Ranking:
-    """A ranked list of chunks in columns, cheap at any depth; position 0 is the best."""
-
-    slots: list[int]
-    chunk_ids: list[str]
-    scores: dict[str, list[float | None]]  # stage name -> one score per position
-    doc_ids: list[str] | None = None  # filled for per-document rankings
-
-    def __len__(self) -> int:
-        return len(self.slots)
-
-    def scores_at(self, position: int) -> dict[str, float | None]:
-        return {stage: values[position] for stage, values in self.scores.items()}
 
 
 class KnowledgeBase:
@@ -88,6 +81,7 @@ class KnowledgeBase:
         bm25_k1: float | None = None,
         bm25_b: float | None = None,
         retrieval_mode: str | None = None,
+        embedding: str | EmbeddingBackend | None = None,
     ) -> None:
         self.path = Path(path)
         requested = {
@@ -124,12 +118,16 @@ class KnowledgeBase:
         self.path.mkdir(parents=True, exist_ok=True)
         if not config_path.is_file():
             config_path.write_text(json.dumps(self.config, indent=2) + "\n", encoding="utf-8")
+        self.embedding = self._resolve_embedding(embedding, config_path)
         self.store = ChunkStore(self.path / STORE_FILE)
         self.store.init_schema()
         self._index_lock = threading.Lock()
         self._groups_cache: tuple[int, np.ndarray, list[str]] | None = None
         self._index = self._open_index()
-        if self._index.generation == 0 and self.store.generation > 1:
+        self._vectors = self._open_vectors()
+        self._retriever = HybridRetriever(self._index, self._vectors)
+        behind = self._vectors is not None and self._vectors.generation < self.store.generation
+        if (self._index.generation == 0 or behind) and self.store.generation > 1:
             with self._write_lock():  # absent or damaged: rebuild from the store, once, on disk
                 self._sync_index(persist=True)
 
@@ -172,6 +170,44 @@ class KnowledgeBase:
             "bm25_b": float(config["bm25"]["b"]),
         }
 
+    def _resolve_embedding(
+        self, embedding: str | EmbeddingBackend | None, config_path: Path
+    ) -> EmbeddingBackend | None:
+        """The knowledge base's embedding model: recorded in kb.json once chosen (R23)."""
+        recorded = self.config.get("embedding")
+        if embedding is None:
+            spec = recorded["spec"] if recorded else None
+            backend = make_embedding_backend(spec) if spec != "custom" else None
+            if recorded and backend is None:
+                raise KnowledgeBaseError(
+                    f"{self.path} uses the custom embedding model {recorded['model_id']!r}; "
+                    "pass it as embedding="
+                )
+        elif isinstance(embedding, str):
+            backend = make_embedding_backend(embedding)
+        else:
+            backend = embedding
+        if backend is None:
+            return None
+        if recorded and (recorded["model_id"], recorded["dimension"]) != (
+            backend.model_id,
+            backend.dimension,
+        ):
+            raise KnowledgeBaseError(
+                f"{self.path} holds vectors of {recorded['model_id']!r} "
+                f"({recorded['dimension']} dimensions); it cannot be searched with "
+                f"{backend.model_id!r} ({backend.dimension} dimensions)"
+            )
+        if not recorded:
+            spec = embedding if isinstance(embedding, str) else "custom"
+            self.config["embedding"] = {
+                "spec": spec or "custom",
+                "model_id": backend.model_id,
+                "dimension": backend.dimension,
+            }
+            config_path.write_text(json.dumps(self.config, indent=2) + "\n", encoding="utf-8")
+        return backend
+
     # ------------------------------------------------------------------- index
     def _new_index(self) -> BM25Index:
         return BM25Index(self.tokenizer, k1=self.settings.bm25_k1, b=self.settings.bm25_b)
@@ -182,8 +218,20 @@ class KnowledgeBase:
         except ValueError:
             return self._new_index()  # absent or damaged: rebuilt from the store on first sync
 
-    def _sync_index(self, *, persist: bool = False) -> BM25Index:
-        """Catch the index up with the store; ``persist`` saves it (writers only)."""
+    def _open_vectors(self) -> VectorIndex | None:
+        if self.embedding is None:
+            return None
+        try:
+            return VectorIndex.load(self.path / VECTOR_DIR, self.embedding)
+        except ValueError:
+            return VectorIndex(self.embedding)  # absent or damaged: rebuilt from the store
+
+    def _sync_index(self, *, persist: bool = False, progress: Progress | None = None) -> str | None:
+        """Catch both channels up with the store; ``persist`` saves them (writers only).
+
+        Returns why the vector channel could not catch up (the model failed), else ``None``;
+        the lexical channel always catches up.
+        """
         with self._index_lock:
             index = self._index
             store_generation = self.store.generation
@@ -195,10 +243,37 @@ class KnowledgeBase:
                     index = self._open_index()  # another process saved a newer index
                 changes = self.store.changes_since(index.generation)
                 index.apply(changes.added, changes.retired, changes.generation)
-            self._index = index
+            self._index = self._retriever.lexical = index
             if persist:
                 index.save(self.path / LEXICAL_DIR)
-            return index
+            return self._sync_vectors(store_generation, persist, progress)
+
+    def _sync_vectors(
+        self, store_generation: int, persist: bool, progress: Progress | None
+    ) -> str | None:
+        vectors = self._vectors
+        if vectors is None or vectors.generation == store_generation:
+            return None
+        if vectors.generation > store_generation:
+            vectors = VectorIndex(vectors.backend)
+        elif self.path.joinpath(VECTOR_DIR, "meta.json").is_file():
+            saved = self._open_vectors()
+            if saved is not None and vectors.generation < saved.generation <= store_generation:
+                vectors = saved  # another process embedded these already
+        changes = self.store.changes_since(vectors.generation)
+        try:
+            vectors.apply(
+                changes,
+                None if progress is None else lambda done, total: progress(done, total, "embed"),
+            )
+        except EmbeddingError as exc:
+            log.warning("vector channel is behind the store: %s", exc)
+            return str(exc)
+        finally:
+            self._vectors = self._retriever.vectors = vectors
+        if persist:
+            vectors.save(self.path / VECTOR_DIR)
+        return None
 
     @contextmanager
     def _write_lock(self) -> Iterator[None]:
@@ -289,7 +364,7 @@ class KnowledgeBase:
                         report.failed.append((str(item.path), str(exc)))
 
             self._write(prepared(), report)
-            self._sync_index(persist=True)
+            report.vector_error = self._sync_index(persist=True, progress=progress)
         return report
 
     def add_documents(
@@ -306,7 +381,7 @@ class KnowledgeBase:
             self._write(prepared, report, progress, len(prepared))
             if progress is not None:
                 progress(len(prepared), len(prepared), "indexing")
-            self._sync_index(persist=True)
+            report.vector_error = self._sync_index(persist=True, progress=progress)
         return report
 
     def delete_document(self, doc_id: str) -> int:
@@ -317,15 +392,21 @@ class KnowledgeBase:
         return retired
 
     # ------------------------------------------------------------------ reading
-    def _resolve_mode(self, mode: str | None) -> str:
+    def _channels(self, mode: str | None) -> tuple[str, ...]:
+        """Which channels a mode runs (R26); lexical modes never touch the embedding model."""
         resolved = self.settings.retrieval_mode if mode is None else mode
-        if resolved == "auto" or resolved in LEXICAL_MODES:
-            return "bm25"
+        if resolved in LEXICAL_MODES:
+            return ("bm25",)
+        if resolved == "auto":
+            return ("bm25",) if self._vectors is None else ("bm25", "vector")
         if resolved in DENSE_MODES:
-            raise InvalidArgumentError(
-                f"mode {resolved!r} needs an embedding backend, and none is configured; "
-                f"use one of auto, {', '.join(LEXICAL_MODES)}"
-            )
+            if self._vectors is None:
+                raise InvalidArgumentError(
+                    f"mode {resolved!r} needs an embedding backend, and none is configured; "
+                    f"open the knowledge base with embedding=... or use one of auto, "
+                    f"{', '.join(LEXICAL_MODES)}"
+                )
+            return ("vector",) if resolved == "vector" else ("bm25", "vector")
         raise InvalidArgumentError(f"unknown mode {resolved!r}; use one of {', '.join(MODES)}")
 
     def _allowed_mask(
@@ -363,22 +444,23 @@ class KnowledgeBase:
             isinstance(doc_ids, str) or not all(isinstance(d, str) for d in doc_ids)
         ):
             raise InvalidArgumentError(f"doc_ids must be a list of document ids, got {doc_ids!r}")
-        self._resolve_mode(mode)
+        channels = self._channels(mode)
         spec = parse_filters(filters)
-        index = self._sync_index()
+        lagging = self._sync_index()
         allowed = self._allowed_mask(spec, doc_ids)
         if allowed is not None and not allowed.any():
-            return Ranking([], [], {"bm25": [], "vector": [], "fused": []})
+            return empty_ranking()
         groups, names = self._document_groups() if per_document else (None, [])
-        slots, chunk_ids, bm25 = index.ranked(query, top_k, allowed, groups)
-        fused: list[float | None] = [1.0 / (DEFAULT_RRF_K + r) for r in range(1, len(slots) + 1)]
-        vector: list[float | None] = [None] * len(slots)
-        return Ranking(
-            slots,
-            chunk_ids,
-            {"bm25": list(bm25), "vector": vector, "fused": fused},
-            None if groups is None else [names[g] for g in groups[slots].tolist()],
+        if lagging is not None and "vector" in channels:
+            channels = ("bm25",)  # the model failed while catching up: degrade, visibly (R6)
+        ranking = self._retriever.search(
+            query, top_k, channels=channels, allowed=allowed, groups=groups
         )
+        if groups is not None:
+            ranking = replace(ranking, doc_ids=[names[g] for g in groups[ranking.slots].tolist()])
+        if lagging is not None and ranking.degraded is None:
+            ranking = replace(ranking, degraded=f"vector channel unavailable: {lagging}")
+        return ranking
 
     def _document_groups(self) -> tuple[np.ndarray, list[str]]:
         """Document number per store row (for per-document rankings), cached per generation."""
@@ -421,7 +503,8 @@ class KnowledgeBase:
         return self.store.documents()
 
     def stats(self) -> dict[str, Any]:
-        index = self._sync_index()
+        self._sync_index()
+        index = self._index
         lexical = self.path / LEXICAL_DIR
         disk = sum(p.stat().st_size for p in lexical.iterdir()) if lexical.is_dir() else 0
         return {
@@ -441,6 +524,7 @@ class KnowledgeBase:
 
     # ---------------------------------------------------------------- lifecycle
     def close(self) -> None:
+        self._retriever.close()
         self.store.close()
 
     def __enter__(self) -> KnowledgeBase:

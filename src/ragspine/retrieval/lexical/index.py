@@ -79,6 +79,16 @@ def _grow(array: ArrayT, size: int) -> ArrayT:
     return grown
 
 
+def _narrow(live: BoolArray, allowed: BoolArray | None) -> BoolArray:
+    """``live & allowed``, where ``allowed`` may be shorter or longer than ``live``."""
+    if allowed is None:
+        return live
+    mask = np.zeros(live.shape[0], dtype=bool)
+    overlap = min(live.shape[0], allowed.shape[0])
+    mask[:overlap] = allowed[:overlap]
+    return live & mask
+
+
 def _build_segment(name: str, slots: IntArray, term_ids: IntArray) -> Segment:
     """Postings from parallel (slot, term) occurrence arrays, sorted by term then slot."""
     if slots.size == 0:
@@ -178,6 +188,15 @@ class BM25Index:
         self._norm_cache = (state, norm)
         return norm
 
+    @property
+    def keys(self) -> list[str | None]:
+        """The key (chunk id) of every slot ever indexed."""
+        return self._keys
+
+    def live_mask(self, allowed: BoolArray | None = None) -> BoolArray:
+        """Live slots, narrowed by ``allowed`` when given."""
+        return _narrow(self._state.live, allowed)
+
     def score_slots(
         self, query: str, allowed: BoolArray | None = None
     ) -> tuple[IntArray, FloatArray]:
@@ -206,12 +225,7 @@ class BM25Index:
         df = state.doc_freq[term_ids].astype(np.float64)
         ratio = (state.n_live - df + 0.5) / (df + 0.5)
         term_weight = weights * np.log(np.maximum(ratio, 1.0)) * (self.k1 + 1.0)
-        live = state.live
-        if allowed is not None:
-            mask = np.zeros(live.shape[0], dtype=bool)
-            overlap = min(live.shape[0], allowed.shape[0])
-            mask[:overlap] = allowed[:overlap]
-            live = live & mask
+        live = _narrow(state.live, allowed)
         every_posting_live = allowed is None and state.dead_postings == 0
         positive = term_weight > 0.0
         docs, contributions = self._gather(

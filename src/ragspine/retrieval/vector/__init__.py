@@ -1,0 +1,1 @@
+"""The dense channel: embedding backends and vector stores."""
