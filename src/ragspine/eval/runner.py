@@ -27,6 +27,7 @@ from ragspine.ingest import Document
 from ragspine.knowledge_base import KB_FORMAT, KnowledgeBase
 from ragspine.retrieval.lexical.index import INDEX_FORMAT, BM25Index
 from ragspine.retrieval.lexical.tokenizer import TOKENIZER_VERSION, Tokenizer
+from ragspine.retrieval.vector.embedding_backends import make_embedding_backend
 
 Progress = Callable[[str, int, int], None]
 _MAX_CHUNKS_PER_DOC = 20
@@ -50,7 +51,7 @@ def document_text(title: str, text: str) -> str:
     return f"{title}\n\n{text}" if title else text
 
 
-def _cache_key(dataset: BeirDataset, settings: Settings) -> str:
+def _cache_key(dataset: BeirDataset, settings: Settings, embedding: str | None) -> str:
     digest = hashlib.sha256()
     for doc_id in sorted(dataset.corpus):
         doc = dataset.corpus[doc_id]
@@ -66,17 +67,23 @@ def _cache_key(dataset: BeirDataset, settings: Settings) -> str:
         "stemmer": settings.stemmer,
         "k1": settings.bm25_k1,
         "b": settings.bm25_b,
+        "embedding": embedding,
     }
     digest.update(json.dumps(shape, sort_keys=True).encode())
     return digest.hexdigest()[:20]
 
 
 def open_eval_kb(
-    dataset: BeirDataset, cache_dir: Path, progress: Progress | None = None
+    dataset: BeirDataset,
+    cache_dir: Path,
+    progress: Progress | None = None,
+    embedding: str | None = None,
 ) -> EvalKnowledgeBase:
     """Reuse the cached knowledge base for this corpus and these settings, or build it."""
     settings = Settings.from_env()
-    path = cache_dir / f"{dataset.name}-{_cache_key(dataset, settings)}"
+    backend = make_embedding_backend(embedding) if embedding else None
+    model_id = backend.model_id if backend is not None else None
+    path = cache_dir / f"{dataset.name}-{_cache_key(dataset, settings, model_id)}"
     marker = path / "eval.json"
     cached = marker.is_file()
     if not cached:
@@ -84,7 +91,7 @@ def open_eval_kb(
         shutil.rmtree(staging, ignore_errors=True)
         staging.parent.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
-        with KnowledgeBase(staging) as kb:
+        with KnowledgeBase(staging, embedding=backend) as kb:
             kb.add_documents(
                 (
                     Document(doc_id, document_text(d.title, d.text), d.title, dict(d.metadata))
@@ -97,7 +104,7 @@ def open_eval_kb(
         if path.exists():
             shutil.rmtree(path)
         os.replace(staging, path)
-    kb = KnowledgeBase(path, create=False)
+    kb = KnowledgeBase(path, create=False, embedding=backend)
     index_s = float(json.loads(marker.read_text(encoding="utf-8"))["index_s"])
     return EvalKnowledgeBase(kb, index_s, cached)
 
@@ -201,6 +208,7 @@ def run_eval(
     cache_dir: str | Path,
     compare_peers: bool = False,
     progress: Progress | None = None,
+    embedding: str | None = None,
 ) -> tuple[list[dict[str, Any]], BeirDataset]:
     """One result per mode (then per peer), each with the documented keys."""
     if top_k <= 0:
@@ -209,7 +217,7 @@ def run_eval(
     queries = dataset.judged_queries()
     if limit_queries is not None:
         queries = dict(list(queries.items())[:limit_queries])
-    ekb = open_eval_kb(dataset, Path(cache_dir), progress)
+    ekb = open_eval_kb(dataset, Path(cache_dir), progress, embedding)
     chunks = ekb.kb.store.counts()["chunks"]
     results: list[dict[str, Any]] = []
     base = {"dataset": dataset.name, "docs": len(dataset.corpus), "queries": len(queries)}
@@ -224,7 +232,8 @@ def run_eval(
             metrics, timing = _run_queries(queries, search, top_k, dataset.qrels, progress, mode)
             results.append(
                 {**base, "mode": mode, **metrics, **timing.summary(), "index_s": ekb.index_s,
-                 "cached": ekb.cached, "chunks": chunks}
+                 "cached": ekb.cached, "chunks": chunks,
+                 "embedding": ekb.kb.embedding.model_id if ekb.kb.embedding else None}
             )  # fmt: skip
         if compare_peers:
             results.extend(_peers(ekb, queries, dataset, base, top_k, results[0], progress))
