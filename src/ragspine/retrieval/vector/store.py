@@ -90,6 +90,12 @@ class ExactVectorStore:
     def vectors(self, ids: Sequence[int]) -> FloatMatrix:
         return np.array(self._matrix[np.asarray(ids, dtype=np.int64)], dtype=np.float32)
 
+    @property
+    def present(self) -> BoolArray:
+        """Which ids hold a vector (a copy)."""
+        present: BoolArray = np.array(self._present, dtype=bool)
+        return present
+
     def has(self, ids: Sequence[int]) -> npt.NDArray[np.bool_]:
         index = np.asarray(ids, dtype=np.int64)
         inside = index < self._present.shape[0]
