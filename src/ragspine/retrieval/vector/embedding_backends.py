@@ -175,6 +175,8 @@ class OnnxEmbeddingBackend:
             options = onnxruntime.SessionOptions()
             options.intra_op_num_threads = self.threads or min(4, os.cpu_count() or 1)
             options.inter_op_num_threads = 1
+            # no busy-waiting between calls: the BM25 channel runs beside the model
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             session = onnxruntime.InferenceSession(
                 str(self.model_path), options, providers=["CPUExecutionProvider"]
             )
