@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from ragspine.retrieval.lexical.bm25 import DEFAULT_BM25_B, DEFAULT_BM25_K1
 from ragspine.retrieval.lexical.tokenizer import Tokenizer
+from ragspine.retrieval.masks import narrow
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -77,16 +78,6 @@ def _grow(array: ArrayT, size: int) -> ArrayT:
     grown = np.zeros(length if length >= size else max(size, 2 * length), array.dtype)
     grown[: array.shape[0]] = array
     return grown
-
-
-def _narrow(live: BoolArray, allowed: BoolArray | None) -> BoolArray:
-    """``live & allowed``, where ``allowed`` may be shorter or longer than ``live``."""
-    if allowed is None:
-        return live
-    mask = np.zeros(live.shape[0], dtype=bool)
-    overlap = min(live.shape[0], allowed.shape[0])
-    mask[:overlap] = allowed[:overlap]
-    return live & mask
 
 
 def _build_segment(name: str, slots: IntArray, term_ids: IntArray) -> Segment:
@@ -195,7 +186,7 @@ class BM25Index:
 
     def live_mask(self, allowed: BoolArray | None = None) -> BoolArray:
         """Live slots, narrowed by ``allowed`` when given."""
-        return _narrow(self._state.live, allowed)
+        return narrow(self._state.live, allowed)
 
     def score_slots(
         self, query: str, allowed: BoolArray | None = None
@@ -225,7 +216,7 @@ class BM25Index:
         df = state.doc_freq[term_ids].astype(np.float64)
         ratio = (state.n_live - df + 0.5) / (df + 0.5)
         term_weight = weights * np.log(np.maximum(ratio, 1.0)) * (self.k1 + 1.0)
-        live = _narrow(state.live, allowed)
+        live = narrow(state.live, allowed)
         every_posting_live = allowed is None and state.dead_postings == 0
         positive = term_weight > 0.0
         docs, contributions = self._gather(

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ragspine.retrieval.masks import narrow
 from ragspine.retrieval.vector.store import BoolArray, ExactVectorStore, FloatMatrix
 
 DEFAULT_OVERSAMPLE = 5
@@ -68,12 +69,7 @@ class HnswVectorStore:
     ) -> list[tuple[int, float]]:
         if top_k <= 0 or self.count() == 0:
             return []
-        allowed = self.exact.present
-        if where is not None:
-            narrowed = np.zeros(allowed.shape[0], dtype=bool)
-            overlap = min(allowed.shape[0], where.shape[0])
-            narrowed[:overlap] = where[:overlap]
-            allowed &= narrowed
+        allowed = narrow(self.exact.present, where)
         allowed_ids = np.flatnonzero(allowed)
         if allowed_ids.size == 0:
             return []

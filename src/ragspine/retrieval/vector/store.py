@@ -16,6 +16,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from ragspine.retrieval.masks import narrow
+
 FloatMatrix = npt.NDArray[np.float32]
 BoolArray = npt.NDArray[np.bool_]
 
@@ -108,14 +110,8 @@ class ExactVectorStore:
     ) -> list[tuple[int, float]]:
         if top_k <= 0:
             return []
-        matrix, present = self._matrix, self._present
-        candidates = present.copy()
-        if where is not None:
-            allowed = np.zeros(present.shape[0], dtype=bool)
-            overlap = min(present.shape[0], where.shape[0])
-            allowed[:overlap] = where[:overlap]
-            candidates &= allowed
-        ids = np.flatnonzero(candidates)
+        matrix = self._matrix
+        ids = np.flatnonzero(narrow(self._present, where))
         if ids.size == 0:
             return []
         scores = matrix[ids] @ np.asarray(vector, dtype=np.float32)
