@@ -97,7 +97,9 @@ def open_eval_kb(
                     Document(doc_id, document_text(d.title, d.text), d.title, dict(d.metadata))
                     for doc_id, d in dataset.corpus.items()
                 ),
-                progress=None if progress is None else lambda a, b, _: progress("ingest", a, b),
+                progress=None
+                if progress is None
+                else lambda a, b, phase: progress("embed" if phase == "embed" else "ingest", a, b),
             )
         index_s = time.perf_counter() - start
         (staging / "eval.json").write_text(json.dumps({"index_s": index_s}), encoding="utf-8")
