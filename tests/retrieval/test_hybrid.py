@@ -115,9 +115,10 @@ def test_r23_vectors_persist_and_the_model_is_recorded(
 def test_r6_a_failing_model_degrades_to_bm25_visibly(kb: KnowledgeBase, spy: SpyEmbedding) -> None:
     lexical = kb.retrieve("turbines electricity", top_k=3, mode="bm25")
     spy.fail = True
-    ranking = kb.retrieve("turbines electricity", top_k=3, mode="hybrid")
-    assert ranking.slots == lexical.slots
-    assert ranking.degraded is not None and "model server down" in ranking.degraded
+    for mode in ("hybrid", "vector"):
+        ranking = kb.retrieve("turbines electricity", top_k=3, mode=mode)
+        assert ranking.slots == lexical.slots
+        assert ranking.degraded is not None and "model server down" in ranking.degraded
     report = kb.add_documents([Document("new", "Geothermal heat pumps warm houses.")])
     assert report.vector_error is not None  # written and searchable by BM25 all the same
     assert kb.search("geothermal", mode="bm25")[0].doc_id == "new"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -35,7 +35,6 @@ class Ranking:
     scores: dict[str, list[float | None]]  # stage name -> one score per position
     doc_ids: list[str] | None = None  # filled for per-document rankings
     degraded: str | None = None  # why a stage fell back, when one did
-    extras: dict[str, object] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.slots)
@@ -88,21 +87,19 @@ class HybridRetriever:
         depth = top_k * self.first_round_mult
         # the lexical index is always current; it also vetoes any stale vector
         live = self.lexical.live_mask(allowed)
-        if channels == ("vector",):
-            hits = self.vectors.search(query, depth if groups is not None else top_k, live)
-            return self._fuse([], hits, top_k, groups, None)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ragspine-channel")
-        vector_future = self._pool.submit(self.vectors.search, query, depth, live)
-        slots, _, bm25 = self.lexical.ranked(query, depth, allowed)
-        lexical = list(zip(slots, bm25))
         try:
-            dense = vector_future.result()
+            if channels == ("vector",):
+                hits = self.vectors.search(query, depth if groups is not None else top_k, live)
+                return self._fuse([], hits, top_k, groups)
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(2, thread_name_prefix="ragspine-channel")
+            vector_future = self._pool.submit(self.vectors.search, query, depth, live)
+            slots, _, bm25 = self.lexical.ranked(query, depth, allowed)
+            return self._fuse(list(zip(slots, bm25)), vector_future.result(), top_k, groups)
         except EmbeddingError as exc:
             log.warning("vector channel failed, using BM25 alone: %s", exc)
             fallback = self.lexical.ranked(query, top_k, allowed, groups)
             return self._single("bm25", *fallback, degraded=f"vector channel failed: {exc}")
-        return self._fuse(lexical, dense, top_k, groups, None)
 
     def _single(
         self,
@@ -125,7 +122,6 @@ class HybridRetriever:
         dense: list[tuple[int, float]],
         top_k: int,
         groups: IntArray | None,
-        degraded: str | None,
     ) -> Ranking:
         fused: dict[int, float] = {}
         bm25 = dict(lexical)
@@ -153,5 +149,4 @@ class HybridRetriever:
                 "vector": [vector.get(s) for s in order],
                 "fused": [fused[s] for s in order],
             },
-            degraded=degraded,
         )
