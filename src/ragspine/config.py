@@ -28,6 +28,7 @@ class Settings:
     stemmer: str = "english"
     bm25_k1: float = DEFAULT_BM25_K1
     bm25_b: float = DEFAULT_BM25_B
+    fusion: str = "convex"
 
     @classmethod
     def from_env(
@@ -49,6 +50,8 @@ class Settings:
         return replace(settings, **given)
 
     def __post_init__(self) -> None:
+        if self.fusion not in ("convex", "rrf"):
+            raise InvalidArgumentError(f"unknown fusion {self.fusion!r}; use convex or rrf")
         if self.retrieval_mode not in MODES:
             raise InvalidArgumentError(
                 f"unknown retrieval mode {self.retrieval_mode!r}; use one of {', '.join(MODES)}"

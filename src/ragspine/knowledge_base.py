@@ -83,6 +83,7 @@ class KnowledgeBase:
         bm25_b: float | None = None,
         retrieval_mode: str | None = None,
         embedding: str | EmbeddingBackend | None = None,
+        fusion: str | None = None,
     ) -> None:
         self.path = Path(path)
         requested = {
@@ -104,7 +105,9 @@ class KnowledgeBase:
                     + "; it cannot be opened with "
                     + ", ".join(f"{k}={v!r}" for k, v in clash.items())
                 )
-            self.settings = Settings.from_env({**recorded, "retrieval_mode": retrieval_mode})
+            self.settings = Settings.from_env(
+                {**recorded, "retrieval_mode": retrieval_mode, "fusion": fusion}
+            )
         else:
             if not create:
                 raise KnowledgeBaseError(f"{self.path} is not a knowledge base (no {CONFIG_FILE})")
@@ -112,7 +115,9 @@ class KnowledgeBase:
                 raise KnowledgeBaseError(
                     f"{self.path} exists and is not empty; refusing to make it a knowledge base"
                 )
-            self.settings = Settings.from_env({**requested, "retrieval_mode": retrieval_mode})
+            self.settings = Settings.from_env(
+                {**requested, "retrieval_mode": retrieval_mode, "fusion": fusion}
+            )
             self.config = self._initial_config(self.settings)
         self.plan = ChunkingPlan(self.settings.chunk_chars, self.settings.overlap_chars)
         self.tokenizer = Tokenizer(stemmer=self.settings.stemmer)
@@ -127,7 +132,7 @@ class KnowledgeBase:
         self._groups_cache: tuple[int, np.ndarray, list[str]] | None = None
         self._index = self._open_index()
         self._vectors = self._open_vectors()
-        self._retriever = HybridRetriever(self._index, self._vectors)
+        self._retriever = HybridRetriever(self._index, self._vectors, fusion=self.settings.fusion)
         behind = self._vectors is not None and self._vectors.generation < self.store.generation
         if (self._index.generation == 0 or behind) and self.store.generation > 1:
             with self._write_lock():  # absent or damaged: rebuild from the store, once, on disk

@@ -51,9 +51,29 @@ def test_r25_hybrid_carries_every_channels_score(kb: KnowledgeBase) -> None:
     assert ranking.chunk_ids[0] == "wind#0000"
     first = ranking.scores_at(0)
     assert first["bm25"] is not None and first["vector"] is not None
-    assert first["fused"] == pytest.approx(2 / 61)
+    assert first["fused"] == pytest.approx(1.0)  # best in both channels, min-max normalised
     assert ranking.degraded is None
     assert kb.retrieve("rotor blades", top_k=4) == ranking  # auto = hybrid here
+
+
+def test_r22_rrf_fusion_on_request(tmp_path: Path, spy: SpyEmbedding) -> None:
+    with KnowledgeBase(tmp_path / "kb", embedding=spy, fusion="rrf") as kb:
+        kb.add_documents(DOCS)
+        first = kb.retrieve("rotor blades", top_k=4, mode="hybrid").scores_at(0)
+        assert first["fused"] == pytest.approx(2 / 61)
+    with pytest.raises(InvalidArgumentError, match="fusion"):
+        KnowledgeBase(tmp_path / "kb", embedding=spy, fusion="max")
+
+
+def test_r25_convex_fusion_normalises_each_channel() -> None:
+    from ragspine.retrieval.hybrid import convex_fuse, rrf_fuse_slots
+
+    lexical = [(1, 12.0), (2, 6.0), (3, 0.0)]
+    dense = [(2, 0.9), (4, 0.5)]
+    fused = convex_fuse((lexical, dense))
+    assert fused == pytest.approx({1: 0.5, 2: 0.25 + 0.5, 3: 0.0, 4: 0.0})
+    assert convex_fuse(([(7, 3.0)], [])) == {7: 0.5}
+    assert rrf_fuse_slots((lexical, dense), 60)[2] == pytest.approx(1 / 62 + 1 / 61)
 
 
 def test_r26_lexical_modes_never_call_the_model(kb: KnowledgeBase, spy: SpyEmbedding) -> None:
