@@ -114,7 +114,12 @@ class ExactVectorStore:
         ids = np.flatnonzero(narrow(self._present, where))
         if ids.size == 0:
             return []
-        scores = matrix[ids] @ np.asarray(vector, dtype=np.float32)
+        query = np.asarray(vector, dtype=np.float32)
+        if ids.size * 4 >= matrix.shape[0]:
+            # one pass over the whole matrix beats gathering most of its rows into a copy
+            scores = (matrix @ query)[ids]
+        else:
+            scores = matrix[ids] @ query
         if ids.size > top_k:
             cut = ids.size - top_k
             kth = np.partition(scores, cut)[cut]
