@@ -115,11 +115,9 @@ class ExactVectorStore:
         if ids.size == 0:
             return []
         query = np.asarray(vector, dtype=np.float32)
-        if ids.size * 4 >= matrix.shape[0]:
-            # one pass over the whole matrix beats gathering most of its rows into a copy
-            scores = (matrix @ query)[ids]
-        else:
-            scores = matrix[ids] @ query
+        # one pass over the whole matrix beats gathering most of its rows into a copy
+        whole = ids.size * 4 >= matrix.shape[0]
+        scores = (matrix @ query)[ids] if whole else matrix[ids] @ query
         if ids.size > top_k:
             cut = ids.size - top_k
             kth = np.partition(scores, cut)[cut]
