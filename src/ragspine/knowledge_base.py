@@ -59,6 +59,15 @@ Progress = Callable[[int, int, str], None]
 log = logging.getLogger(__name__)
 
 
+def _saved_generation(directory: Path) -> int:
+    """The store generation a saved index (lexical or vector) reflects, read from its
+    ``meta.json`` without loading it; -1 if there is none."""
+    try:
+        return int(json.loads((directory / "meta.json").read_text(encoding="utf-8"))["generation"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return -1
+
+
 def is_knowledge_base(path: str | Path) -> bool:
     return (Path(path) / CONFIG_FILE).is_file()
 
@@ -232,7 +241,7 @@ class KnowledgeBase:
 
     def _settle_auto_embedding(self, texts: Sequence[str]) -> None:
         """First write to an ``auto`` knowledge base: choose the model from what arrives."""
-        if not self._auto_pending or not texts:
+        if not texts:
             return
         self._auto_pending = False
         spec = auto_embedding_spec(texts[:2000])
@@ -273,8 +282,11 @@ class KnowledgeBase:
             if index.generation > store_generation:
                 index = self._new_index()  # the store was replaced underneath us
             if index.generation < store_generation:
-                saved_generation = BM25Index.saved_generation(self.path / LEXICAL_DIR)
-                if index.generation < saved_generation <= store_generation:
+                if (
+                    index.generation
+                    < _saved_generation(self.path / LEXICAL_DIR)
+                    <= store_generation
+                ):
                     index = self._open_index()  # another process saved a newer index
                 changes = self.store.changes_since(index.generation)
                 index.apply(changes.added, changes.retired, changes.generation)
@@ -291,10 +303,8 @@ class KnowledgeBase:
             return None
         if vectors.generation > store_generation:
             vectors = VectorIndex(vectors.backend)
-        elif self.path.joinpath(VECTOR_DIR, "meta.json").is_file():
-            saved = self._open_vectors()
-            if saved is not None and vectors.generation < saved.generation <= store_generation:
-                vectors = saved  # another process embedded these already
+        elif vectors.generation < _saved_generation(self.path / VECTOR_DIR) <= store_generation:
+            vectors = self._open_vectors() or vectors  # another process embedded these already
         changes = self.store.changes_since(vectors.generation)
         try:
             vectors.apply(
@@ -334,7 +344,8 @@ class KnowledgeBase:
         def flush() -> None:
             known = self.store.content_hashes(list(pending))
             batch: list[tuple[str, Sequence[Chunk], str, SourceDocument | None]] = []
-            self._settle_auto_embedding([c.text for p in pending.values() for c in p.chunks])
+            if self._auto_pending:
+                self._settle_auto_embedding([c.text for p in pending.values() for c in p.chunks])
             for doc_id, item in pending.items():
                 if known.get(doc_id) == item.source.content_hash:
                     report.unchanged += 1

@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from ragspine.retrieval.lexical.fusion import DEFAULT_RRF_K
 from ragspine.retrieval.lexical.index import BM25Index
+from ragspine.retrieval.masks import first_per_group
 from ragspine.retrieval.vector.embedding_backends import EmbeddingError
 from ragspine.retrieval.vector.index import VectorIndex
 
@@ -172,14 +173,7 @@ class HybridRetriever:
         keys = self.lexical.keys
         order = sorted(fused, key=lambda s: (-fused[s], keys[s] or ""))
         if groups is not None:
-            seen: set[int] = set()
-            kept = []
-            for slot in order:
-                group = int(groups[slot])
-                if group not in seen:
-                    seen.add(group)
-                    kept.append(slot)
-            order = kept
+            order = [order[i] for i in first_per_group(order, groups)]
         order = order[:top_k]
         return Ranking(
             order,

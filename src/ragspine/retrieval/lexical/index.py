@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from ragspine.retrieval.lexical.bm25 import DEFAULT_BM25_B, DEFAULT_BM25_K1
 from ragspine.retrieval.lexical.tokenizer import Tokenizer
-from ragspine.retrieval.masks import narrow
+from ragspine.retrieval.masks import first_per_group, narrow
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -296,12 +296,11 @@ class BM25Index:
             depth = top_k * 4
             while True:  # deepen until top_k groups are in hand or every match was ranked
                 ranked_slots, ranked_scores = self._order(slots, scores, depth)
-                ranked_groups = groups[np.asarray(ranked_slots, dtype=np.int64)]
-                _, firsts = np.unique(ranked_groups, return_index=True)
-                if firsts.shape[0] >= top_k or depth >= slots.shape[0]:
+                firsts = first_per_group(ranked_slots, groups)
+                if len(firsts) >= top_k or depth >= slots.shape[0]:
                     break
                 depth *= 4
-            best = np.sort(firsts)[:top_k].tolist()
+            best = firsts[:top_k]
             ranked_slots = [ranked_slots[i] for i in best]
             ranked_scores = [ranked_scores[i] for i in best]
         ranked_slots, ranked_scores = ranked_slots[:top_k], ranked_scores[:top_k]
@@ -464,16 +463,6 @@ class BM25Index:
         for path in directory.iterdir():
             if path.name not in keep and not path.name.startswith("."):
                 path.unlink(missing_ok=True)
-
-    @staticmethod
-    def saved_generation(directory: Path) -> int:
-        """The store generation a saved index reflects, without loading it (-1 if none)."""
-        try:
-            return int(
-                json.loads((directory / "meta.json").read_text(encoding="utf-8"))["generation"]
-            )
-        except (OSError, ValueError, KeyError, TypeError):
-            return -1
 
     @classmethod
     def load(cls, directory: Path, tokenizer: Tokenizer) -> BM25Index:

@@ -29,7 +29,6 @@ class VectorIndex:
         self.backend = backend
         self.store = store or ExactVectorStore(backend.dimension)
         self.generation = 0
-        self.embedded = 0  # texts actually sent to the model (reuse is free)
 
     def apply(self, changes: ChangeSet, progress: Callable[[int, int], None] | None = None) -> None:
         """Embed what was added (in batches), reuse vectors of identical retired texts, drop the
@@ -40,11 +39,10 @@ class VectorIndex:
         for (slot, text), ok in zip(changes.retired, present.tolist()):
             if ok:
                 reusable.setdefault(_text_key(text), slot)
-        missing = [(slot, text) for slot, _, text in changes.added]
         reused_ids: list[int] = []
         reused_from: list[int] = []
         to_embed: list[tuple[int, str]] = []
-        for slot, text in missing:
+        for slot, _, text in changes.added:
             source = reusable.get(_text_key(text))
             if source is None:
                 to_embed.append((slot, text))
@@ -63,7 +61,6 @@ class VectorIndex:
         if vectors:
             self.store.upsert([slot for slot, _ in to_embed], np.concatenate(vectors))
         self.store.delete(retired_slots)
-        self.embedded += len(to_embed)
         self.generation = changes.generation
 
     def search(
