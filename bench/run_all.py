@@ -39,6 +39,7 @@ def main() -> int:
     parser.add_argument("--datasets", nargs="*", default=None)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--cache", type=Path, default=None, help="knowledge-base cache folder")
+    parser.add_argument("--embedding", default=None, help="also run vector and hybrid modes")
     args = parser.parse_args()
     if not DATASETS.is_dir():
         print(f"no datasets at {DATASETS}; nothing to measure", file=sys.stderr)
@@ -53,8 +54,8 @@ def main() -> int:
         for path in datasets(names):
             print(f"{path.name} ...", file=sys.stderr, flush=True)
             results, dataset = run_eval(
-                path, modes=available_modes(), limit_queries=limit, cache_dir=cache,
-                compare_peers=True,
+                path, modes=available_modes(args.embedding), limit_queries=limit, cache_dir=cache,
+                compare_peers=True, embedding=args.embedding,
             )  # fmt: skip
             for warning in dataset.warnings:
                 print(f"warning: {path.name}: {warning}", file=sys.stderr)

@@ -99,3 +99,10 @@ def test_r93_eval_runs_dense_modes_side_by_side(dataset: Path, tmp_path: Path) -
     assert [r["mode"] for r in rows] == ["bm25", "vector", "hybrid"]
     assert all(r["embedding"] == "ragspine/hashing-256" for r in rows)
     assert rows[2]["ndcg@10"] > 0.5
+
+
+def test_r93_available_modes_follow_the_embedding() -> None:
+    from ragspine.eval.runner import available_modes
+
+    assert available_modes() == ["bm25"]
+    assert available_modes("deterministic") == ["bm25", "vector", "hybrid"]

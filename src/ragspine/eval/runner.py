@@ -41,9 +41,10 @@ class EvalKnowledgeBase:
     cached: bool
 
 
-def available_modes() -> list[str]:
-    """The distinct retrieval pipelines this installation can run (aliases left out)."""
-    return ["bm25"]
+def available_modes(embedding: str | None = None) -> list[str]:
+    """The distinct retrieval pipelines (aliases left out): BM25 always, the dense ones when an
+    embedding backend is named."""
+    return ["bm25", "vector", "hybrid"] if embedding else ["bm25"]
 
 
 def document_text(title: str, text: str) -> str:
