@@ -26,6 +26,7 @@ from ragspine.retrieval.vector.e5_small import (
     E5WeightsError,
     default_weights_path,
     dequantize_q4,
+    repack_for_matmul_nbits,
 )
 
 TOKEN_STRINGS = [
@@ -247,6 +248,19 @@ def test_dequantize_q4_layout() -> None:
     block = np.frombuffer(np.float16(0.5).tobytes() + packed.tobytes(), dtype=np.uint8)
     values = dequantize_q4(block.reshape(1, 1, 18))
     np.testing.assert_array_equal(values[0], (nibbles - 8) * 0.5)
+
+
+def test_matmul_nbits_repack_keeps_every_weight() -> None:
+    """Repacked nibbles (2j low, 2j + 1 high; zero point 8) decode to the same weights."""
+    rng = np.random.default_rng(7)
+    blocks = rng.integers(0, 256, size=(3, 4, 18), dtype=np.uint8)
+    blocks[..., :2] = np.frombuffer(
+        rng.uniform(-1, 1, 12).astype(np.float16).tobytes(), np.uint8
+    ).reshape(3, 4, 2)
+    packed, scales = repack_for_matmul_nbits(blocks)
+    values = np.stack([packed & 0x0F, packed >> 4], axis=-1).reshape(3, 4, 32).astype(np.float32)
+    decoded = ((values - 8.0) * scales.reshape(3, 4, 1)).reshape(3, 128)
+    np.testing.assert_array_equal(decoded, dequantize_q4(blocks))
 
 
 def test_missing_weights_file_is_named(tmp_path: Path) -> None:
