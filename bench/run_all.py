@@ -65,6 +65,7 @@ def main() -> int:
             rows.extend(results)
     table = markdown_table(rows)
     command = "python bench/run_all.py" + (" --smoke" if args.smoke else "")
+    command += f" --embedding {args.embedding}" if args.embedding else ""
     (args.out / "SUMMARY.md").write_text(
         f"# Benchmark summary ({today})\n\n`{command}`; latency is per document-level query "
         "(top-100 documents); peers index the same chunks with the same tokens. `index s` is "

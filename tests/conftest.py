@@ -12,10 +12,12 @@ DATASETS = Path(os.environ.get("RAGSPINE_DATASETS", REPO.parent / "shared" / "da
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests never depend on the developer's RAGSPINE_* variables."""
+    """Tests never depend on the developer's RAGSPINE_* variables. Knowledge bases are lexical
+    unless a test asks for vectors (the default, ``auto``, is tested on its own)."""
     for key in list(os.environ):
         if key.startswith("RAGSPINE_"):
             monkeypatch.delenv(key)
+    monkeypatch.setenv("RAGSPINE_EMBEDDING", "none")
 
 
 def make_pdf(path: Path, pages: list[str]) -> Path:

@@ -32,7 +32,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def kb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("cli") / "kb"
     assert main(["ingest", str(EXAMPLES), "--kb", str(path), "--exclude", "_drafts/**",
-                 "--meta", "collection=demo", "--json"]) == 0  # fmt: skip
+                 "--meta", "collection=demo", "--embedding", "none", "--json"]) == 0  # fmt: skip
     return path
 
 

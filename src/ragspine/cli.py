@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from ragspine import __version__
-from ragspine.config import MODES, default_eval_cache
+from ragspine.config import MODES, Settings, default_eval_cache, embedding_settings
 from ragspine.errors import InvalidArgumentError, KnowledgeBaseError, LoaderError, RagspineError
 from ragspine.knowledge_base import KnowledgeBase, delete_knowledge_base, is_knowledge_base
 from ragspine.retrieval.filters import filters_from_expressions, parse_scalar
+from ragspine.retrieval.vector.ann import ANN_MIN_VECTORS
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -236,6 +237,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             "deterministic": True,
             "openai (any /embeddings server)": True,
             "st (sentence-transformers)": _has("sentence_transformers"),
+        },
+        "new knowledge bases": {
+            "embedding": embedding_settings().get("backend", "auto")
+            + " (auto: e5 when the text holds CJK, else minilm; none without [embed-onnx])",
+            "vector search": Settings.from_env().vector_search
+            + f" (auto: HNSW from {ANN_MIN_VECTORS} vectors when faiss is installed: "
+            + f"{_has('faiss')})",
         },
         "modes": list(MODES),
     }

@@ -29,6 +29,7 @@ class Settings:
     bm25_k1: float = DEFAULT_BM25_K1
     bm25_b: float = DEFAULT_BM25_B
     fusion: str = "convex"
+    vector_search: str = "auto"  # auto | exact | hnsw
 
     @classmethod
     def from_env(
@@ -52,6 +53,10 @@ class Settings:
     def __post_init__(self) -> None:
         if self.fusion not in ("convex", "rrf"):
             raise InvalidArgumentError(f"unknown fusion {self.fusion!r}; use convex or rrf")
+        if self.vector_search not in ("auto", "exact", "hnsw"):
+            raise InvalidArgumentError(
+                f"unknown vector search {self.vector_search!r}; use auto, exact or hnsw"
+            )
         if self.retrieval_mode not in MODES:
             raise InvalidArgumentError(
                 f"unknown retrieval mode {self.retrieval_mode!r}; use one of {', '.join(MODES)}"

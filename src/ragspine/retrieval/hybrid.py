@@ -1,7 +1,10 @@
 """Lexical and vector channels, run concurrently and fused (R25, R26, R29, R30).
 
 Fusion is a convex combination of min-max normalised scores by default, RRF (k = 60) on request
-(``RAGSPINE_FUSION=rrf``); the numbers chose the default.
+(``RAGSPINE_FUSION=rrf``); the numbers chose the default. Two rules apply to both: BM25 abstains
+on chunks in another script than the query (a Chinese query and an English passage share no
+tokens, relevant or not), and a per-document ranking fuses each document's best chunk per
+channel rather than chunk by chunk.
 
 The caller resolves filters and scope to a mask of allowed slots first, so both channels score
 only survivors. Ties break by ``(-fused, chunk_id)`` (R3). A failing embedding model degrades to
@@ -19,6 +22,7 @@ import numpy.typing as npt
 
 from ragspine.retrieval.lexical.fusion import DEFAULT_RRF_K
 from ragspine.retrieval.lexical.index import BM25Index
+from ragspine.retrieval.lexical.tokenizer import SCRIPT_NEUTRAL, dominant_script
 from ragspine.retrieval.masks import first_per_group
 from ragspine.retrieval.vector.embedding_backends import EmbeddingError
 from ragspine.retrieval.vector.index import VectorIndex
@@ -33,34 +37,76 @@ IntArray = npt.NDArray[np.int64]
 FUSIONS = ("convex", "rrf")
 
 
-def rrf_fuse_slots(rankings: tuple[list[tuple[int, float]], ...], k: int) -> dict[int, float]:
-    """Reciprocal Rank Fusion over ranked ``(slot, score)`` lists (R22's rule)."""
+Channel = list[tuple[int, float]]  # (slot, score), best first
+
+
+def _impute_sum(
+    contributions: list[dict[int, float]], abstaining: tuple[frozenset[int], ...]
+) -> dict[int, float]:
+    """Per slot, the sum of the channels' contributions (0 from a channel that did not return
+    it); where channel ``i`` cannot judge a slot (``abstaining[i]``: another script), its share
+    is the mean of the channels that can, so abstaining neither rewards nor punishes."""
+    slots: set[int] = set().union(*contributions)
     fused: dict[int, float] = {}
-    for ranking in rankings:
-        for rank, (slot, _) in enumerate(ranking, start=1):
-            fused[slot] = fused.get(slot, 0.0) + 1.0 / (k + rank)
+    for slot in slots:
+        votes = [
+            contribution.get(slot, 0.0)
+            for i, contribution in enumerate(contributions)
+            if not (i < len(abstaining) and slot in abstaining[i])
+        ]
+        fused[slot] = sum(votes) * len(contributions) / len(votes) if votes else 0.0
     return fused
 
 
-def convex_fuse(rankings: tuple[list[tuple[int, float]], ...]) -> dict[int, float]:
-    """Equal-weight sum of each channel's scores, min-max normalised over its own candidates
-    (a slot a channel did not return counts as that channel's minimum, 0).
+def rrf_fuse_slots(
+    rankings: tuple[Channel, ...], k: int, abstaining: tuple[frozenset[int], ...] = ()
+) -> dict[int, float]:
+    """Reciprocal Rank Fusion (R22's rule)."""
+    return _impute_sum(
+        [{slot: 1.0 / (k + rank) for rank, (slot, _) in enumerate(r, 1)} for r in rankings],
+        abstaining,
+    )
+
+
+def convex_fuse(
+    rankings: tuple[Channel, ...], abstaining: tuple[frozenset[int], ...] = ()
+) -> dict[int, float]:
+    """Equal-weight mean of each channel's scores, min-max normalised over its own candidates.
 
     Unlike RRF it keeps how far apart the scores are, not only their order; it beat RRF on
     every shared dataset with both bundled models (see the README), and the weights are not
     tuned.
     """
-    fused: dict[int, float] = {}
+    contributions: list[dict[int, float]] = []
     for ranking in rankings:
-        if not ranking:
-            continue
         scores = [score for _, score in ranking]
-        low, high = min(scores), max(scores)
+        low, high = (min(scores), max(scores)) if scores else (0.0, 0.0)
         span = high - low
-        for slot, score in ranking:
-            share = (score - low) / span if span > 0 else 1.0
-            fused[slot] = fused.get(slot, 0.0) + share / len(rankings)
-    return fused
+        contributions.append(
+            {slot: (score - low) / span if span > 0 else 1.0 for slot, score in ranking}
+        )
+    return {
+        slot: total / len(rankings)
+        for slot, total in _impute_sum(contributions, abstaining).items()
+    }
+
+
+def best_per_group(channels: tuple[Channel, ...], groups: IntArray) -> tuple[Channel, ...]:
+    """Each channel cut to its best slot per group, every group named by one slot (the first
+    channel's best where it has one), so fusion weighs documents, not chunks.
+
+    Why: a document's best lexical chunk and its best semantic chunk are often different
+    chunks; fused chunk by chunk, each would carry only half of the document's evidence.
+    """
+    reduced = [
+        [ranking[i] for i in first_per_group([slot for slot, _ in ranking], groups)]
+        for ranking in channels
+    ]
+    named: dict[int, int] = {}
+    for ranking in reduced:
+        for slot, _ in ranking:
+            named.setdefault(int(groups[slot]), slot)
+    return tuple([(named[int(groups[slot])], score) for slot, score in r] for r in reduced)
 
 
 @dataclass(frozen=True)
@@ -131,12 +177,13 @@ class HybridRetriever:
         try:
             if channels == ("vector",):
                 hits = self.vectors.search(query, depth if groups is not None else top_k, live)
-                return self._fuse([], hits, top_k, groups)
+                return self._fuse(query, [], hits, top_k, groups)
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(2, thread_name_prefix="ragspine-channel")
             vector_future = self._pool.submit(self.vectors.search, query, depth, live)
             slots, _, bm25 = self.lexical.ranked(query, depth, allowed)
-            return self._fuse(list(zip(slots, bm25)), vector_future.result(), top_k, groups)
+            lexical = list(zip(slots, bm25))
+            return self._fuse(query, lexical, vector_future.result(), top_k, groups)
         except EmbeddingError as exc:
             log.warning("vector channel failed, using BM25 alone: %s", exc)
             fallback = self.lexical.ranked(query, top_k, allowed, groups)
@@ -159,22 +206,24 @@ class HybridRetriever:
 
     def _fuse(
         self,
-        lexical: list[tuple[int, float]],
-        dense: list[tuple[int, float]],
+        query: str,
+        lexical: Channel,
+        dense: Channel,
         top_k: int,
         groups: IntArray | None,
     ) -> Ranking:
-        bm25 = dict(lexical)
-        vector = dict(dense)
-        if self.fusion == "rrf" or not lexical:
-            fused = rrf_fuse_slots((lexical, dense), self.rrf_k)
+        channels = (lexical, dense) if groups is None else best_per_group((lexical, dense), groups)
+        bm25, vector = dict(channels[0]), dict(channels[1])
+        if not (bm25 and vector):  # one channel found nothing (or did not run): the other ranks
+            fused = rrf_fuse_slots((channels[0] or channels[1],), self.rrf_k)
         else:
-            fused = convex_fuse((lexical, dense))
+            abstaining = (self._other_script(query, set(bm25) | set(vector)),)
+            if self.fusion == "rrf":
+                fused = rrf_fuse_slots(channels, self.rrf_k, abstaining)
+            else:
+                fused = convex_fuse(channels, abstaining)
         keys = self.lexical.keys
-        order = sorted(fused, key=lambda s: (-fused[s], keys[s] or ""))
-        if groups is not None:
-            order = [order[i] for i in first_per_group(order, groups)]
-        order = order[:top_k]
+        order = sorted(fused, key=lambda s: (-fused[s], keys[s] or ""))[:top_k]
         return Ranking(
             order,
             [keys[s] or "" for s in order],
@@ -183,4 +232,17 @@ class HybridRetriever:
                 "vector": [vector.get(s) for s in order],
                 "fused": [fused[s] for s in order],
             },
+        )
+
+    def _other_script(self, query: str, slots: set[int]) -> frozenset[int]:
+        """Slots written in another script than the query: BM25 cannot judge them (R25)."""
+        wanted = dominant_script(query)
+        if wanted == SCRIPT_NEUTRAL or not slots:
+            return frozenset()
+        candidates = sorted(slots)
+        scripts = self.lexical.scripts(candidates)
+        return frozenset(
+            slot
+            for slot, script in zip(candidates, scripts.tolist())
+            if script not in (wanted, SCRIPT_NEUTRAL)
         )

@@ -15,6 +15,7 @@ from ragspine.retrieval.lexical.retrieval import (
     Tokenizer,
     bm25_scores,
 )
+from ragspine.retrieval.lexical.tokenizer import SCRIPT_CJK, SCRIPT_LATIN
 
 PLAIN = Tokenizer(stemmer="none")
 
@@ -144,6 +145,7 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
     assert loaded.generation == 2
     for query in ("apple", "banana", "苹果", "cherry"):
         assert loaded.search(query, 10) == index.search(query, 10)
+    assert loaded.scripts([0, 2, 7, 99]).tolist() == [SCRIPT_CJK, SCRIPT_LATIN, SCRIPT_LATIN, 0]
     with pytest.raises(ValueError):
         BM25Index.load(tmp_path / "lex", Tokenizer(stemmer="english"))
 

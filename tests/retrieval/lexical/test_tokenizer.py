@@ -5,6 +5,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ragspine.retrieval.lexical.retrieval import Tokenizer, tokenize
+from ragspine.retrieval.lexical.tokenizer import (
+    SCRIPT_CJK,
+    SCRIPT_LATIN,
+    SCRIPT_NEUTRAL,
+    dominant_script,
+)
 
 
 def test_r20_ascii_words_are_lowercased_runs_of_letters_and_digits() -> None:
@@ -49,3 +55,18 @@ def test_stemming_is_a_tokenizer_option_for_english_words_only() -> None:
     assert Tokenizer(stemmer="none")("Running dogs") == tokenize("Running dogs")
     with pytest.raises(ValueError):
         Tokenizer(stemmer="klingon")
+
+
+@pytest.mark.parametrize(
+    ("text", "script"),
+    [
+        ("黑豹队的防守丢了多少分？", SCRIPT_CJK),
+        ("国家橄榄球联盟 (NFL) 的比赛", SCRIPT_CJK),  # a Latin name inside Chinese text
+        ("How many points did the Panthers defense give up?", SCRIPT_LATIN),
+        ("The capital is Beijing (北京).", SCRIPT_LATIN),
+        ("2015 – 308 / 24", SCRIPT_NEUTRAL),
+        ("", SCRIPT_NEUTRAL),
+    ],
+)
+def test_dominant_script(text: str, script: int) -> None:
+    assert dominant_script(text) == script

@@ -66,3 +66,28 @@ def test_r24_hnsw_with_oversampling_matches_exact_search(seed: int, k: int) -> N
         assert all(i not in ids[:50] for i, _ in got)
         if mask is not None:
             assert all(mask[i] for i, _ in got)
+
+
+def test_r24_a_saved_graph_that_lags_the_vectors_still_finds_every_vector(
+    tmp_path: Path,
+) -> None:
+    """Vectors added after the graph was written are scored exactly, never missed (R12)."""
+    pytest.importorskip("faiss")
+    from ragspine.retrieval.vector.ann import GRAPH_FILE, HnswVectorStore
+
+    rng = np.random.default_rng(3)
+    vectors = unit(rng.normal(size=(300, 16)))
+    ann = HnswVectorStore(16)
+    ann.upsert(list(range(200)), vectors[:200])
+    ann.save_graph(tmp_path)
+    assert (tmp_path / GRAPH_FILE).is_file()
+    exact = ExactVectorStore(16)
+    exact.upsert(list(range(300)), vectors)
+    exact.delete([0])
+    reopened = HnswVectorStore.over(exact, tmp_path)
+    for i in (5, 250, 299):  # in the graph, and added after it was saved
+        assert reopened.query(vectors[i], 3)[0] == (i, pytest.approx(1.0, abs=1e-5))
+    assert all(j != 0 for j, _ in reopened.query(vectors[0], 10))  # deleted after the save
+    (tmp_path / GRAPH_FILE).write_bytes(b"garbage")
+    rebuilt = HnswVectorStore.over(exact, tmp_path)  # damaged: rebuilt from the vectors
+    assert rebuilt.query(vectors[250], 1)[0][0] == 250

@@ -23,14 +23,15 @@ import numpy as np
 import numpy.typing as npt
 
 from ragspine.retrieval.lexical.bm25 import DEFAULT_BM25_B, DEFAULT_BM25_K1
-from ragspine.retrieval.lexical.tokenizer import Tokenizer
+from ragspine.retrieval.lexical.tokenizer import Tokenizer, dominant_script
 from ragspine.retrieval.masks import first_per_group, narrow
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
+ScriptArray = npt.NDArray[np.int8]
 
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2
 _MAX_SEGMENTS = 8
 
 
@@ -63,13 +64,14 @@ class _State:
     doc_freq: IntArray
     doc_len: IntArray
     live: BoolArray
+    script: ScriptArray  # dominant_script of each slot's text
     n_live: int
     total_len: int
     generation: int
     dead_postings: int = 0  # retired slots whose postings still sit in a segment
 
 
-ArrayT = TypeVar("ArrayT", IntArray, BoolArray)
+ArrayT = TypeVar("ArrayT", IntArray, BoolArray, ScriptArray)
 
 
 def _grow(array: ArrayT, size: int) -> ArrayT:
@@ -141,6 +143,7 @@ class BM25Index:
             doc_freq=np.zeros(0, dtype=np.int64),
             doc_len=np.zeros(0, dtype=np.int64),
             live=np.zeros(0, dtype=bool),
+            script=np.zeros(0, dtype=np.int8),
             n_live=0,
             total_len=0,
             generation=0,
@@ -165,7 +168,9 @@ class BM25Index:
     def nbytes(self) -> int:
         """Memory held by the index arrays (postings and statistics)."""
         state = self._state
-        arrays: list[npt.NDArray[np.generic]] = [state.doc_freq, state.doc_len, state.live]
+        arrays: list[npt.NDArray[np.generic]] = [
+            state.doc_freq, state.doc_len, state.live, state.script
+        ]  # fmt: skip
         for s in state.segments:
             arrays.extend([s.terms, s.indptr, s.docs, s.tfs])
         return int(sum(a.nbytes for a in arrays))
@@ -183,6 +188,15 @@ class BM25Index:
     def keys(self) -> list[str | None]:
         """The key (chunk id) of every slot ever indexed."""
         return self._keys
+
+    def scripts(self, slots: Sequence[int]) -> ScriptArray:
+        """The dominant script of each slot's text (``SCRIPT_NEUTRAL`` for unknown slots)."""
+        script = self._state.script
+        index = np.asarray(slots, dtype=np.int64)
+        known = index < script.shape[0]
+        out = np.zeros(index.shape[0], dtype=np.int8)
+        out[known] = script[index[known]]
+        return out
 
     def live_mask(self, allowed: BoolArray | None = None) -> BoolArray:
         """Live slots, narrowed by ``allowed`` when given."""
@@ -357,6 +371,7 @@ class BM25Index:
             size = max(max_slot + 1, state.live.shape[0])
             live = _grow(state.live, size)
             doc_len = _grow(state.doc_len, size)
+            script = _grow(state.script, size)
             n_live, total_len = state.n_live, state.total_len
             dead_postings = state.dead_postings
             gone: list[IntArray] = []
@@ -379,6 +394,7 @@ class BM25Index:
             if new_docs:
                 live[new_slots] = True
                 doc_len[new_slots] = lengths
+                script[new_slots] = [dominant_script(text) for _, _, text in new_docs]
                 n_live += len(new_docs)
                 total_len += int(lengths.sum())
                 self._keys.extend([None] * (int(new_slots.max()) + 1 - len(self._keys)))
@@ -399,7 +415,15 @@ class BM25Index:
             if len(merged) == 1 and merged != segments:
                 dead_postings = 0  # a full merge keeps live postings only
             self._state = _State(
-                merged, doc_freq, doc_len, live, n_live, total_len, generation, dead_postings
+                merged,
+                doc_freq,
+                doc_len,
+                live,
+                script,
+                n_live,
+                total_len,
+                generation,
+                dead_postings,
             )
 
     def _maybe_merge(
@@ -435,7 +459,13 @@ class BM25Index:
         stats_name = f"stats-{state.generation:010d}-{self._segment_counter:06d}.npz"
         tmp = directory / f".{stats_name}.tmp"
         with open(tmp, "wb") as fh:
-            np.savez(fh, doc_freq=state.doc_freq, doc_len=state.doc_len, live=state.live)
+            np.savez(
+                fh,
+                doc_freq=state.doc_freq,
+                doc_len=state.doc_len,
+                live=state.live,
+                script=state.script,
+            )
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, directory / stats_name)
@@ -497,6 +527,7 @@ class BM25Index:
                     doc_freq=stats["doc_freq"],
                     doc_len=stats["doc_len"],
                     live=stats["live"],
+                    script=stats["script"],
                     n_live=int(meta["n_live"]),
                     total_len=int(meta["total_len"]),
                     generation=int(meta["generation"]),

@@ -16,6 +16,10 @@ _CJK_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _TOKEN_RUN = re.compile(rf"[a-z0-9]+|[{_CJK_CLASS}]+")
 _CJK_FIRST = re.compile(rf"[{_CJK_CLASS}]")
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
+_CJK_CHAR = re.compile(rf"[{_CJK_CLASS}]")
+_LATIN_WORD = re.compile(r"[A-Za-z]+")
+
+SCRIPT_NEUTRAL, SCRIPT_LATIN, SCRIPT_CJK = 0, 1, 2
 
 TOKENIZER_VERSION = 1
 _STEM_CACHE_LIMIT = 1_000_000
@@ -29,6 +33,21 @@ def _cjk_grams(run: str) -> list[str]:
 def has_cjk(text: str) -> bool:
     """Whether ``text`` holds any Han, kana or Hangul character."""
     return _CJK_FIRST.search(text) is not None
+
+
+def dominant_script(text: str) -> int:
+    """``SCRIPT_CJK`` when CJK characters outnumber Latin words, ``SCRIPT_LATIN`` when Latin
+    words do, else ``SCRIPT_NEUTRAL`` (digits, symbols, nothing).
+
+    Why: a lexical match needs a shared script. A Chinese query and an English passage share
+    few tokens whatever their relevance, so BM25 has no evidence either way about the pair
+    (counting a character against a word roughly balances Chinese's shorter words).
+    """
+    cjk = len(_CJK_CHAR.findall(text))
+    latin = len(_LATIN_WORD.findall(text))
+    if cjk == latin == 0:
+        return SCRIPT_NEUTRAL
+    return SCRIPT_CJK if cjk > latin else SCRIPT_LATIN
 
 
 def tokenize(text: str) -> list[str]:
