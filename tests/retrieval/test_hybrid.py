@@ -304,3 +304,16 @@ def test_r25_vector_mode_ranks_by_cosine_alone_in_any_script(tmp_path: Path) -> 
         cosines = [score for score in ranking.scores["vector"] if score is not None]
         assert cosines == sorted(cosines, reverse=True) and len(cosines) == 4
         assert ranking.scores["fused"] == pytest.approx([1 / 61, 1 / 62, 1 / 63, 1 / 64])
+
+
+def test_fusion_rules_can_be_switched_off_for_ablations(tmp_path: Path) -> None:
+    from ragspine.retrieval.hybrid import HybridRetriever
+
+    with KnowledgeBase(tmp_path / "kb", embedding=ConceptEmbedding()) as kb:
+        kb.add_documents(BILINGUAL)
+        kb.retrieve("warm up", top_k=1)
+        plain = HybridRetriever(kb._index, kb._vectors, script_abstention=False)
+        ranking = plain.search("风力涡轮机", 4, channels=("bm25", "vector"))
+        by_id = dict(zip(ranking.chunk_ids, ranking.scores["fused"]))
+        assert by_id["wind-en#0000"] == pytest.approx(0.5)  # BM25's 0 counted against it
+        plain.close()

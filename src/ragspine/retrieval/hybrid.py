@@ -141,12 +141,18 @@ class HybridRetriever:
         rrf_k: int = DEFAULT_RRF_K,
         first_round_mult: int = FIRST_ROUND_MULT,
         fusion: str = "convex",
+        document_fusion: bool = True,
+        script_abstention: bool = True,
     ) -> None:
+        """``document_fusion`` and ``script_abstention`` switch off the two fusion rules (for
+        ablations: ``bench/bench_fusion.py``)."""
         if fusion not in FUSIONS:
             raise ValueError(f"unknown fusion {fusion!r}; use one of {', '.join(FUSIONS)}")
         self.lexical = lexical
         self.vectors = vectors
         self.fusion = fusion
+        self.document_fusion = document_fusion
+        self.script_abstention = script_abstention
         self.rrf_k = rrf_k
         self.first_round_mult = first_round_mult
         self._pool: ThreadPoolExecutor | None = None
@@ -212,18 +218,25 @@ class HybridRetriever:
         top_k: int,
         groups: IntArray | None,
     ) -> Ranking:
-        channels = (lexical, dense) if groups is None else best_per_group((lexical, dense), groups)
+        by_document = groups is not None and self.document_fusion
+        channels: tuple[Channel, ...] = (lexical, dense)
+        if groups is not None and self.document_fusion:
+            channels = best_per_group(channels, groups)
         bm25, vector = dict(channels[0]), dict(channels[1])
         if not (bm25 and vector):  # one channel found nothing (or did not run): the other ranks
             fused = rrf_fuse_slots((channels[0] or channels[1],), self.rrf_k)
         else:
-            abstaining = (self._other_script(query, set(bm25) | set(vector)),)
+            slots = set(bm25) | set(vector)
+            abstaining = (self._other_script(query, slots),) if self.script_abstention else ()
             if self.fusion == "rrf":
                 fused = rrf_fuse_slots(channels, self.rrf_k, abstaining)
             else:
                 fused = convex_fuse(channels, abstaining)
         keys = self.lexical.keys
-        order = sorted(fused, key=lambda s: (-fused[s], keys[s] or ""))[:top_k]
+        order = sorted(fused, key=lambda s: (-fused[s], keys[s] or ""))
+        if groups is not None and not by_document:
+            order = [order[i] for i in first_per_group(order, groups)]
+        order = order[:top_k]
         return Ranking(
             order,
             [keys[s] or "" for s in order],

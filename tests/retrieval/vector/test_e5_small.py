@@ -239,6 +239,20 @@ def test_bad_arguments(embedder: E5SmallEmbedder) -> None:
         embedder.embed_array("not a list", kind="query")
     with pytest.raises(InvalidArgumentError):
         E5SmallEmbedder(batch_size=0)
+    with pytest.raises(InvalidArgumentError, match="compute"):
+        E5SmallEmbedder(compute="int4")
+
+
+def test_int8_compute_agrees_with_float32(embedder: E5SmallEmbedder) -> None:
+    """The default int8 products stay within float32's rounding of the 4-bit model."""
+    exact = E5SmallEmbedder(embedder.weights_path, threads=2, compute="float32")
+    for kind in ("passage", "query"):
+        cosines = np.sum(
+            exact.embed_array(TOKEN_STRINGS, kind=kind)
+            * embedder.embed_array(TOKEN_STRINGS, kind=kind),
+            axis=1,
+        )
+        assert cosines.min() >= 0.9995, (kind, cosines)
 
 
 def test_dequantize_q4_layout() -> None:

