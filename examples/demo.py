@@ -13,13 +13,18 @@ from pathlib import Path
 from ragspine import KnowledgeBase
 
 
+def scores(values: dict[str, float | None]) -> str:
+    """Every stage's score; '-' where a channel did not return the chunk."""
+    return " ".join(f"{k}={'-' if v is None else f'{v:.3f}'}" for k, v in values.items())
+
+
 def show(kb: KnowledgeBase, query: str, **options: object) -> None:
     print(f"\nQ: {query}" + (f"   {options}" if options else ""))
     for rank, snippet in enumerate(kb.search(query, top_k=3, **options), start=1):  # type: ignore[arg-type]
         label = "" if snippet.sensitivity == "PUBLIC" else f" [{snippet.sensitivity}]"
         excerpt = textwrap.shorten(" ".join(snippet.text.split()), width=220, placeholder=" ...")
         print(f"  [{rank}] {excerpt}")
-        print(f"      cite: {snippet.source_locator}{label}  bm25={snippet.scores['bm25']:.2f}")
+        print(f"      cite: {snippet.source_locator}{label}  {scores(snippet.scores)}")
 
 
 def main() -> None:

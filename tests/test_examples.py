@@ -38,3 +38,16 @@ def test_demo_script_prints_cited_answers(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.stdout.count("cite: ") >= 18
     assert "Q: 广茂铁路全长多少公里" in proc.stdout
+
+
+def test_demo_script_prints_every_channels_score_in_a_hybrid_knowledge_base(
+    tmp_path: Path,
+) -> None:
+    kb = tmp_path / "kb"
+    with KnowledgeBase(kb, embedding="deterministic") as knowledge_base:
+        knowledge_base.ingest(EXAMPLES / "zh", exclude=["_drafts/**"])
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "demo.py"), str(kb)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "vector=" in proc.stdout and "fused=" in proc.stdout
