@@ -3,8 +3,9 @@
 Fusion is a convex combination of min-max normalised scores by default, RRF (k = 60) on request
 (``RAGSPINE_FUSION=rrf``); the numbers chose the default. Two rules apply to both: BM25 abstains
 on chunks in another script than the query (a Chinese query and an English passage share no
-tokens, relevant or not), and a per-document ranking fuses each document's best chunk per
-channel rather than chunk by chunk.
+tokens, relevant or not), and a per-document ranking fuses documents, not chunks: BM25 scores
+each document as a whole (``BM25Index.ranked_groups``) and the vector channel gives each
+document its best chunk.
 
 The caller resolves filters and scope to a mask of allowed slots first, so both channels score
 only survivors. Ties break by ``(-fused, chunk_id)`` (R3). A failing embedding model degrades to
@@ -187,7 +188,10 @@ class HybridRetriever:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(2, thread_name_prefix="ragspine-channel")
             vector_future = self._pool.submit(self.vectors.search, query, depth, live)
-            slots, _, bm25 = self.lexical.ranked(query, depth, allowed)
+            if groups is not None and self.document_fusion:
+                slots, bm25 = self.lexical.ranked_groups(query, depth, groups, allowed)
+            else:
+                slots, _, bm25 = self.lexical.ranked(query, depth, allowed)
             lexical = list(zip(slots, bm25))
             return self._fuse(query, lexical, vector_future.result(), top_k, groups)
         except EmbeddingError as exc:

@@ -165,3 +165,40 @@ def test_interrupted_save_keeps_the_previous_index(tmp_path: Path) -> None:
     loaded.save(tmp_path / "lex")
     again = BM25Index.load(tmp_path / "lex", PLAIN)
     assert [h.key for h in again.search("brandnewterm", 5)] == ["c005"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    docs=st.lists(st.lists(words, min_size=1, max_size=6).map(" ".join), min_size=1, max_size=12),
+    cuts=st.lists(st.integers(1, 3), min_size=12, max_size=12),
+    query=st.lists(words, min_size=1, max_size=4).map(" ".join),
+)
+def test_document_scores_equal_bm25_over_whole_documents(
+    docs: list[str], cuts: list[int], query: str
+) -> None:
+    """Chunks grouped by document score as the reference BM25 of the whole documents."""
+    texts, owner = [], []
+    for d, text in enumerate(docs):
+        tokens = text.split()
+        size = max(1, -(-len(tokens) // cuts[d]))  # cut each document into chunks
+        for start in range(0, len(tokens), size):
+            texts.append(" ".join(tokens[start : start + size]))
+            owner.append(d)
+    index = build(texts)
+    groups = np.array(owner, dtype=np.int64)
+    slots, scores = index.ranked_groups(query, len(docs), groups)
+    expected = bm25_scores(PLAIN(query), [PLAIN(d) for d in docs], DEFAULT_BM25_K1, DEFAULT_BM25_B)
+    got = {owner[slot]: score for slot, score in zip(slots, scores)}
+    for d, value in enumerate(expected):
+        assert got.get(d, 0.0) == pytest.approx(value, rel=1e-9, abs=1e-12)
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_document_scores_count_only_allowed_chunks() -> None:
+    index = build(["apple banana", "apple", "cherry", "date", "x1"])
+    groups = np.array([0, 0, 1, 2, 3], dtype=np.int64)
+    allowed = np.array([False, True, True, True, True])
+    whole = dict(zip(*index.ranked_groups("apple banana", 5, groups)))
+    narrowed = dict(zip(*index.ranked_groups("apple banana", 5, groups, allowed)))
+    assert set(whole) == {0} and set(narrowed) == {1}  # named by an allowed chunk
+    assert narrowed[1] < whole[0]  # banana's chunk is filtered out

@@ -254,14 +254,23 @@ class BM25Index:
         term_ids: IntArray,
         term_weight: FloatArray,
     ) -> tuple[IntArray, FloatArray]:
-        """The live postings of ``term_ids`` and their BM25 contributions, in term order.
+        """The live postings of ``term_ids`` and their BM25 contributions, in term order."""
+        docs, tf, which = self._postings(state, live, every_posting_live, term_ids)
+        norm = self._norms(state)
+        return docs, term_weight[which] * tf / (tf + norm[docs])
+
+    def _postings(
+        self, state: _State, live: BoolArray, every_posting_live: bool, term_ids: IntArray
+    ) -> tuple[IntArray, FloatArray, IntArray]:
+        """The live postings of ``term_ids``: slots, term frequencies and each posting's index
+        into ``term_ids``, in term order.
 
         Vectorised over terms (one pass per segment), so a query costs a fixed number of numpy
         calls per segment rather than per term.
         """
-        norm = self._norms(state)
         doc_parts: list[IntArray] = []
-        weight_parts: list[FloatArray] = []
+        tf_parts: list[FloatArray] = []
+        term_parts: list[IntArray] = []
         for seg in state.segments:
             if seg.terms.shape[0] == 0 or term_ids.shape[0] == 0:
                 continue
@@ -276,17 +285,86 @@ class BM25Index:
             index = np.arange(ends[-1]) + np.repeat(lo - (ends - lengths), lengths)
             docs = seg.docs[index]
             tf = seg.tfs[index].astype(np.float64)
-            weight = np.repeat(term_weight[found], lengths)
+            which = np.repeat(np.flatnonzero(found), lengths)
             if not every_posting_live:
                 keep = live[docs]
-                docs, tf, weight = docs[keep], tf[keep], weight[keep]
+                docs, tf, which = docs[keep], tf[keep], which[keep]
             doc_parts.append(docs)
-            weight_parts.append(weight * tf / (tf + norm[docs]))
+            tf_parts.append(tf)
+            term_parts.append(which)
         if not doc_parts:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, np.zeros(0, dtype=np.float64), empty
         if len(doc_parts) == 1:
-            return doc_parts[0], weight_parts[0]
-        return np.concatenate(doc_parts), np.concatenate(weight_parts)
+            return doc_parts[0], tf_parts[0], term_parts[0]
+        return np.concatenate(doc_parts), np.concatenate(tf_parts), np.concatenate(term_parts)
+
+    def ranked_groups(
+        self,
+        query: str,
+        top_k: int,
+        groups: IntArray,
+        allowed: BoolArray | None = None,
+    ) -> tuple[list[int], list[float]]:
+        """The ``top_k`` best groups (documents) scored as documents: BM25 over the union of
+        each group's chunks, with document-level frequencies, lengths and average length.
+
+        Why: ranking a document by its best chunk loses terms spread over several chunks and
+        BM25's length normalisation of the whole text. Term counts come from the chunks that
+        ``allowed`` keeps; collection statistics from every live chunk (text shared by two
+        overlapping chunks counts twice). Each group is named by its chunk with the most query
+        term occurrences (ties by key); groups are ordered by ``(-score, key)``.
+        """
+        state = self._state
+        if top_k <= 0 or state.n_live == 0:
+            return [], []
+        counts: dict[str, int] = {}
+        for token in self.tokenizer(query):
+            counts[token] = counts.get(token, 0) + 1
+        vocab, n_terms = self._vocab, state.doc_freq.shape[0]
+        known = [
+            (vocab[t], c) for t, c in sorted(counts.items()) if vocab.get(t, n_terms) < n_terms
+        ]
+        if not known:
+            return [], []
+        term_ids = np.fromiter((t for t, _ in known), dtype=np.int64, count=len(known))
+        weights = np.fromiter((c for _, c in known), dtype=np.float64, count=len(known))
+        docs, tf, terms = self._postings(state, state.live, state.dead_postings == 0, term_ids)
+        inside = docs < groups.shape[0]
+        docs, tf, terms = docs[inside], tf[inside], terms[inside]
+        member = groups[docs]
+        grouped = member >= 0
+        docs, tf, terms, member = docs[grouped], tf[grouped], terms[grouped], member[grouped]
+        if docs.size == 0:
+            return [], []
+        n_groups = int(groups.max()) + 1
+        live_slots = np.flatnonzero(state.live[: groups.shape[0]])
+        live_groups = groups[live_slots]
+        live_slots, live_groups = live_slots[live_groups >= 0], live_groups[live_groups >= 0]
+        doc_len = np.bincount(live_groups, weights=state.doc_len[live_slots], minlength=n_groups)
+        n_docs = int(np.count_nonzero(np.bincount(live_groups, minlength=n_groups)))
+        avg_len = float(doc_len.sum()) / n_docs if n_docs else 1.0
+        pairs, inverse = np.unique(terms * n_groups + member, return_inverse=True)
+        pair_terms, pair_groups = pairs // n_groups, pairs % n_groups
+        df = np.bincount(pair_terms, minlength=len(known)).astype(np.float64)
+        idf = np.log(np.maximum((n_docs - df + 0.5) / (df + 0.5), 1.0))
+        keep = narrow(state.live, allowed)[docs]
+        pair_tf = np.bincount(inverse[keep], weights=tf[keep], minlength=pairs.shape[0])
+        norm = self.k1 * (1.0 - self.b + self.b * doc_len[pair_groups] / avg_len)
+        contribution = weights[pair_terms] * idf[pair_terms] * (self.k1 + 1.0)
+        contribution = contribution * pair_tf / (pair_tf + norm)
+        scores = np.bincount(pair_groups, weights=contribution, minlength=n_groups)
+        # name each group by its kept chunk with the most query-term occurrences
+        slot_tf = np.bincount(docs[keep], weights=tf[keep], minlength=state.live.shape[0])
+        matched = np.flatnonzero(slot_tf)
+        keys = self._keys
+        by_tf = sorted(matched.tolist(), key=lambda slot: (-slot_tf[slot], keys[slot] or ""))
+        named = {int(groups[slot]): slot for slot in reversed(by_tf)}
+        ranked = sorted(
+            (g for g in named if scores[g] > 0.0),
+            key=lambda g: (-scores[g], keys[named[g]] or ""),
+        )[:top_k]
+        return [named[g] for g in ranked], [float(scores[g]) for g in ranked]
 
     def ranked(
         self,
