@@ -138,6 +138,7 @@ class BM25Index:
         self._segment_counter = 0
         self._lock = threading.Lock()
         self._norm_cache: tuple[_State, FloatArray] | None = None
+        self._group_cache: tuple[_State, IntArray, tuple[FloatArray, int, float]] | None = None
         self._state = _State(
             segments=(),
             doc_freq=np.zeros(0, dtype=np.int64),
@@ -299,6 +300,23 @@ class BM25Index:
             return doc_parts[0], tf_parts[0], term_parts[0]
         return np.concatenate(doc_parts), np.concatenate(tf_parts), np.concatenate(term_parts)
 
+    def _group_statistics(self, state: _State, groups: IntArray) -> tuple[FloatArray, int, float]:
+        """Length per group, number of groups and their mean length, over live slots (cached
+        for one state and one groups array)."""
+        cached = self._group_cache
+        if cached is not None and cached[0] is state and cached[1] is groups:
+            return cached[2]
+        n_groups = int(groups.max()) + 1 if groups.size else 0
+        live_slots = np.flatnonzero(state.live[: groups.shape[0]])
+        live_groups = groups[live_slots]
+        live_slots, live_groups = live_slots[live_groups >= 0], live_groups[live_groups >= 0]
+        doc_len = np.bincount(live_groups, weights=state.doc_len[live_slots], minlength=n_groups)
+        n_docs = int(np.count_nonzero(np.bincount(live_groups, minlength=n_groups)))
+        avg_len = float(doc_len.sum()) / n_docs if n_docs else 1.0
+        stats = (doc_len.astype(np.float64), n_docs, avg_len)
+        self._group_cache = (state, groups, stats)
+        return stats
+
     def ranked_groups(
         self,
         query: str,
@@ -337,13 +355,8 @@ class BM25Index:
         docs, tf, terms, member = docs[grouped], tf[grouped], terms[grouped], member[grouped]
         if docs.size == 0:
             return [], []
-        n_groups = int(groups.max()) + 1
-        live_slots = np.flatnonzero(state.live[: groups.shape[0]])
-        live_groups = groups[live_slots]
-        live_slots, live_groups = live_slots[live_groups >= 0], live_groups[live_groups >= 0]
-        doc_len = np.bincount(live_groups, weights=state.doc_len[live_slots], minlength=n_groups)
-        n_docs = int(np.count_nonzero(np.bincount(live_groups, minlength=n_groups)))
-        avg_len = float(doc_len.sum()) / n_docs if n_docs else 1.0
+        doc_len, n_docs, avg_len = self._group_statistics(state, groups)
+        n_groups = doc_len.shape[0]
         pairs, inverse = np.unique(terms * n_groups + member, return_inverse=True)
         pair_terms, pair_groups = pairs // n_groups, pairs % n_groups
         df = np.bincount(pair_terms, minlength=len(known)).astype(np.float64)
@@ -354,17 +367,17 @@ class BM25Index:
         contribution = weights[pair_terms] * idf[pair_terms] * (self.k1 + 1.0)
         contribution = contribution * pair_tf / (pair_tf + norm)
         scores = np.bincount(pair_groups, weights=contribution, minlength=n_groups)
-        # name each group by its kept chunk with the most query-term occurrences
+        # name each group by its kept chunk with the most query-term occurrences (ties: the
+        # earlier chunk; a document's chunks take slots in chunk order)
         slot_tf = np.bincount(docs[keep], weights=tf[keep], minlength=state.live.shape[0])
         matched = np.flatnonzero(slot_tf)
-        keys = self._keys
-        by_tf = sorted(matched.tolist(), key=lambda slot: (-slot_tf[slot], keys[slot] or ""))
-        named = {int(groups[slot]): slot for slot in reversed(by_tf)}
-        ranked = sorted(
-            (g for g in named if scores[g] > 0.0),
-            key=lambda g: (-scores[g], keys[named[g]] or ""),
-        )[:top_k]
-        return [named[g] for g in ranked], [float(scores[g]) for g in ranked]
+        by_group = np.lexsort((matched, -slot_tf[matched], groups[matched]))
+        ordered = matched[by_group]
+        _, firsts = np.unique(groups[ordered], return_index=True)
+        named = ordered[firsts]
+        named_scores = np.asarray(scores, dtype=np.float64)[groups[named]]
+        positive = named_scores > 0.0
+        return self._order(named[positive].astype(np.int64), named_scores[positive], top_k)
 
     def ranked(
         self,
