@@ -203,6 +203,24 @@ class BM25Index:
         """Live slots, narrowed by ``allowed`` when given."""
         return narrow(self._state.live, allowed)
 
+    def _query_terms(self, state: _State, query: str) -> tuple[IntArray, FloatArray]:
+        """The query's indexed terms and their counts; none when the index is empty.
+
+        Terms come in string order: the summation order, hence every bit of a score, is then
+        independent of the order in which the vocabulary grew.
+        """
+        counts: dict[str, int] = {}
+        if state.n_live:
+            for token in self.tokenizer(query):
+                counts[token] = counts.get(token, 0) + 1
+        vocab, n_terms = self._vocab, state.doc_freq.shape[0]
+        known = [
+            (vocab[t], c) for t, c in sorted(counts.items()) if vocab.get(t, n_terms) < n_terms
+        ]
+        term_ids = np.fromiter((t for t, _ in known), dtype=np.int64, count=len(known))
+        weights = np.fromiter((c for _, c in known), dtype=np.float64, count=len(known))
+        return term_ids, weights
+
     def score_slots(
         self, query: str, allowed: BoolArray | None = None
     ) -> tuple[IntArray, FloatArray]:
@@ -213,21 +231,9 @@ class BM25Index:
         query of common words returns their documents at score 0 rather than nothing.
         """
         state = self._state
-        if state.n_live == 0:
+        term_ids, weights = self._query_terms(state, query)
+        if term_ids.size == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        counts: dict[str, int] = {}
-        for token in self.tokenizer(query):
-            counts[token] = counts.get(token, 0) + 1
-        # Terms in string order: the summation order, hence every bit of the score, is then
-        # independent of the order in which the vocabulary grew.
-        vocab, n_terms = self._vocab, state.doc_freq.shape[0]
-        known = [
-            (vocab[t], c) for t, c in sorted(counts.items()) if vocab.get(t, n_terms) < n_terms
-        ]
-        if not known:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        term_ids = np.fromiter((t for t, _ in known), dtype=np.int64, count=len(known))
-        weights = np.fromiter((c for _, c in known), dtype=np.float64, count=len(known))
         df = state.doc_freq[term_ids].astype(np.float64)
         ratio = (state.n_live - df + 0.5) / (df + 0.5)
         term_weight = weights * np.log(np.maximum(ratio, 1.0)) * (self.k1 + 1.0)
@@ -334,19 +340,10 @@ class BM25Index:
         term occurrences (ties by key); groups are ordered by ``(-score, key)``.
         """
         state = self._state
-        if top_k <= 0 or state.n_live == 0:
+        term_ids, weights = self._query_terms(state, query)
+        if top_k <= 0 or term_ids.size == 0:
             return [], []
-        counts: dict[str, int] = {}
-        for token in self.tokenizer(query):
-            counts[token] = counts.get(token, 0) + 1
-        vocab, n_terms = self._vocab, state.doc_freq.shape[0]
-        known = [
-            (vocab[t], c) for t, c in sorted(counts.items()) if vocab.get(t, n_terms) < n_terms
-        ]
-        if not known:
-            return [], []
-        term_ids = np.fromiter((t for t, _ in known), dtype=np.int64, count=len(known))
-        weights = np.fromiter((c for _, c in known), dtype=np.float64, count=len(known))
+        n_known = term_ids.shape[0]
         docs, tf, terms = self._postings(state, state.live, state.dead_postings == 0, term_ids)
         inside = docs < groups.shape[0]
         docs, tf, terms = docs[inside], tf[inside], terms[inside]
@@ -359,7 +356,7 @@ class BM25Index:
         n_groups = doc_len.shape[0]
         pairs, inverse = np.unique(terms * n_groups + member, return_inverse=True)
         pair_terms, pair_groups = pairs // n_groups, pairs % n_groups
-        df = np.bincount(pair_terms, minlength=len(known)).astype(np.float64)
+        df = np.bincount(pair_terms, minlength=n_known).astype(np.float64)
         idf = np.log(np.maximum((n_docs - df + 0.5) / (df + 0.5), 1.0))
         keep = narrow(state.live, allowed)[docs]
         pair_tf = np.bincount(inverse[keep], weights=tf[keep], minlength=pairs.shape[0])
