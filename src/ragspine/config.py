@@ -93,3 +93,16 @@ def embedding_settings(environ: Mapping[str, str] | None = None) -> dict[str, st
         "api_key": env.get("RAGSPINE_EMBEDDING_API_KEY", ""),
     }
     return {k: v for k, v in found.items() if v}
+
+
+def llm_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``RAGSPINE_LLM_BASE_URL``, ``_API_KEY``, ``_MODEL``, ``_TIMEOUT``: the chat model's
+    settings, empty when unset."""
+    env = os.environ if environ is None else environ
+    found = {
+        "base_url": env.get("RAGSPINE_LLM_BASE_URL", ""),
+        "api_key": env.get("RAGSPINE_LLM_API_KEY", ""),
+        "model": env.get("RAGSPINE_LLM_MODEL", ""),
+        "timeout": env.get("RAGSPINE_LLM_TIMEOUT", ""),
+    }
+    return {k: v for k, v in found.items() if v}
