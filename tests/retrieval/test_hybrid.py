@@ -264,7 +264,7 @@ def test_r25_abstaining_channel_takes_the_mean_of_the_others() -> None:
     assert rrf[3] == pytest.approx(2 / 61)  # the sum R22 defines, its missing half imputed
 
 
-def test_per_document_fusion_joins_each_documents_best_chunks() -> None:
+def test_r25_per_document_fusion_joins_each_documents_best_chunks() -> None:
     """Document 0's best lexical chunk (10) and best semantic chunk (11) differ; fused per
     document it gets both shares and leads, named by its lexical chunk."""
     import numpy as np
@@ -312,7 +312,7 @@ def test_r25_vector_mode_ranks_by_cosine_alone_in_any_script(tmp_path: Path) -> 
         assert ranking.scores["fused"] == pytest.approx([1 / 61, 1 / 62, 1 / 63, 1 / 64])
 
 
-def test_fusion_rules_can_be_switched_off_for_ablations(tmp_path: Path) -> None:
+def test_r25_fusion_rules_can_be_switched_off_for_ablations(tmp_path: Path) -> None:
     from ragspine.retrieval.hybrid import HybridRetriever
 
     with KnowledgeBase(tmp_path / "kb", embedding=ConceptEmbedding()) as kb:

@@ -222,7 +222,6 @@ class HybridRetriever:
         top_k: int,
         groups: IntArray | None,
     ) -> Ranking:
-        by_document = groups is not None and self.document_fusion
         channels: tuple[Channel, ...] = (lexical, dense)
         if groups is not None and self.document_fusion:
             channels = best_per_group(channels, groups)
@@ -238,7 +237,7 @@ class HybridRetriever:
                 fused = convex_fuse(channels, abstaining)
         keys = self.lexical.keys
         order = sorted(fused, key=lambda s: (-fused[s], keys[s] or ""))
-        if groups is not None and not by_document:
+        if groups is not None and not self.document_fusion:
             order = [order[i] for i in first_per_group(order, groups)]
         order = order[:top_k]
         return Ranking(

@@ -173,7 +173,7 @@ def test_interrupted_save_keeps_the_previous_index(tmp_path: Path) -> None:
     cuts=st.lists(st.integers(1, 3), min_size=12, max_size=12),
     query=st.lists(words, min_size=1, max_size=4).map(" ".join),
 )
-def test_document_scores_equal_bm25_over_whole_documents(
+def test_r21_document_scores_equal_bm25_over_whole_documents(
     docs: list[str], cuts: list[int], query: str
 ) -> None:
     """Chunks grouped by document score as the reference BM25 of the whole documents."""
@@ -194,7 +194,7 @@ def test_document_scores_equal_bm25_over_whole_documents(
     assert scores == sorted(scores, reverse=True)
 
 
-def test_document_scores_count_only_allowed_chunks() -> None:
+def test_r4_document_scores_count_only_allowed_chunks() -> None:
     index = build(["apple banana", "apple", "cherry", "date", "x1"])
     groups = np.array([0, 0, 1, 2, 3], dtype=np.int64)
     allowed = np.array([False, True, True, True, True])

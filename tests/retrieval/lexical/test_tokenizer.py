@@ -68,5 +68,5 @@ def test_stemming_is_a_tokenizer_option_for_english_words_only() -> None:
         ("", SCRIPT_NEUTRAL),
     ],
 )
-def test_dominant_script(text: str, script: int) -> None:
+def test_r25_dominant_script(text: str, script: int) -> None:
     assert dominant_script(text) == script

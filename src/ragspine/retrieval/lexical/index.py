@@ -337,7 +337,7 @@ class BM25Index:
         BM25's length normalisation of the whole text. Term counts come from the chunks that
         ``allowed`` keeps; collection statistics from every live chunk (text shared by two
         overlapping chunks counts twice). Each group is named by its chunk with the most query
-        term occurrences (ties by key); groups are ordered by ``(-score, key)``.
+        term occurrences (ties: the earlier chunk); groups are ordered by ``(-score, key)``.
         """
         state = self._state
         term_ids, weights = self._query_terms(state, query)

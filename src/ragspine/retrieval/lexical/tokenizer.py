@@ -14,9 +14,8 @@ from functools import cached_property
 # Han (incl. extension A and compatibility ideographs), kana, Hangul, CJK punctuation excluded.
 _CJK_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _TOKEN_RUN = re.compile(rf"[a-z0-9]+|[{_CJK_CLASS}]+")
-_CJK_FIRST = re.compile(rf"[{_CJK_CLASS}]")
-_ASCII_WORD = re.compile(r"[a-z0-9]+")
 _CJK_CHAR = re.compile(rf"[{_CJK_CLASS}]")
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 
 SCRIPT_NEUTRAL, SCRIPT_LATIN, SCRIPT_CJK = 0, 1, 2
@@ -32,7 +31,7 @@ def _cjk_grams(run: str) -> list[str]:
 
 def has_cjk(text: str) -> bool:
     """Whether ``text`` holds any Han, kana or Hangul character."""
-    return _CJK_FIRST.search(text) is not None
+    return _CJK_CHAR.search(text) is not None
 
 
 def dominant_script(text: str) -> int:
@@ -53,11 +52,11 @@ def dominant_script(text: str) -> int:
 def tokenize(text: str) -> list[str]:
     """Lower-case; ASCII letter/digit runs are words; CJK runs give unigrams then bigrams."""
     lowered = text.lower()
-    if not _CJK_FIRST.search(lowered):
+    if not _CJK_CHAR.search(lowered):
         return _ASCII_WORD.findall(lowered)
     tokens: list[str] = []
     for run in _TOKEN_RUN.findall(lowered):
-        if _CJK_FIRST.match(run):
+        if _CJK_CHAR.match(run):
             tokens.extend(_cjk_grams(run))
         else:
             tokens.append(run)
@@ -100,11 +99,11 @@ class Tokenizer:
         if stem_words is None:
             return tokenize(text)
         lowered = text.lower()
-        if not _CJK_FIRST.search(lowered):
+        if not _CJK_CHAR.search(lowered):
             return stem_words(_ASCII_WORD.findall(lowered))
         tokens: list[str] = []
         for run in _TOKEN_RUN.findall(lowered):
-            if _CJK_FIRST.match(run):
+            if _CJK_CHAR.match(run):
                 tokens.extend(_cjk_grams(run))
             else:
                 tokens.extend(stem_words([run]))

@@ -47,16 +47,21 @@ def build_listwise_prompt(query: str, candidates: Sequence[str]) -> list[dict[st
     ]
 
 
-def parse_listwise_response(text: str, n: int) -> list[int]:
-    """A permutation of ``range(n)``: the numbers found in ``text`` that name a candidate, first
-    mention wins, then every candidate not mentioned in its original order. Text with no usable
-    number gives the identity order."""
+def _permutation(indices: Sequence[int], n: int) -> list[int]:
+    """A permutation of ``range(n)``: the indices that name a candidate, first mention wins,
+    then every candidate not mentioned in its original order."""
     order: list[int] = []
-    for match in _INTEGER.finditer(text if isinstance(text, str) else ""):
-        index = int(match.group())
-        if index < n and index not in order:
+    for index in indices:
+        if 0 <= index < n and index not in order:
             order.append(index)
     return order + [i for i in range(n) if i not in order]
+
+
+def parse_listwise_response(text: str, n: int) -> list[int]:
+    """The order named by the numbers found in ``text`` (see :func:`_permutation`). Text with no
+    usable number gives the identity order."""
+    found = _INTEGER.findall(text) if isinstance(text, str) else []
+    return _permutation([int(number) for number in found], n)
 
 
 def listwise_rerank(
@@ -74,7 +79,7 @@ def listwise_rerank(
     candidates = [str(_field(head[i], "text") or "") for i in open_positions]
     try:
         raw = judge.judge(query, candidates)
-        order = parse_listwise_response(" ".join(str(int(i)) for i in raw), len(candidates))
+        order = _permutation([int(i) for i in raw], len(candidates))
     except Exception as exc:  # a judge may fail in any way; the fused order stands (R6)
         log.warning("listwise judge failed, keeping the fused order: %s", exc)
         return items

@@ -115,7 +115,8 @@ class HnswVectorStore:
             # build per query (unlike a hash set of ids); it must outlive the search.
             bitmap = np.packbits(allowed, bitorder="little")
             params.sel = self._faiss.IDSelectorBitmap(
-                allowed.shape[0], self._faiss.swig_ptr(bitmap)
+                bitmap.shape[0],
+                self._faiss.swig_ptr(bitmap),  # size in bytes
             )
         query = np.ascontiguousarray(vector, dtype=np.float32).reshape(1, -1)
         _, found = self._graph.search(query, k, params=params)

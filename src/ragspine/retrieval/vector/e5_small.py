@@ -311,6 +311,11 @@ def _build_graph(weights: _WeightFile, accuracy_level: int = COMPUTE_LEVELS["int
     def floats(name: str) -> str:
         return init(name, weights.floats(name))
 
+    def residual_norm(y: str, x: str, norm: str, bias: str, output: str) -> str:
+        """LayerNorm(x + y + bias): the post-LN residual, one fused kernel."""
+        inputs = [y, x, floats(norm + ".w"), floats(norm + ".b"), floats(bias)]
+        return node("SkipLayerNormalization", inputs, output, epsilon=c.eps)
+
     def linear(x: str, name: str, cols: int, output: str) -> str:
         """x @ W.T for a 4-bit tensor W [out, cols], kept 4-bit in the graph."""
         packed, scales = repack_for_matmul_nbits(weights.blocks(name, cols))
@@ -335,19 +340,11 @@ def _build_graph(weights: _WeightFile, accuracy_level: int = COMPUTE_LEVELS["int
         qkv_b = init(p + "qkv.b", np.concatenate([weights.floats(p + s + ".b") for s in "qkv"]))
         ctx = node("Attention", [x, qkv_w, qkv_b, "lengths"], p + "ctx", num_heads=c.heads)
         attn = linear(ctx, p + "ao.w", c.hidden, p + "attn")
-        x = node(
-            "SkipLayerNormalization",
-            [attn, x, floats(p + "aln.w"), floats(p + "aln.b"), floats(p + "ao.b")],
-            p + "x1", epsilon=c.eps,
-        )  # fmt: skip
+        x = residual_norm(attn, x, p + "aln", p + "ao.b", p + "x1")
         hidden = linear(x, p + "fi.w", c.hidden, p + "fi")
         gelu = node("BiasGelu", [hidden, floats(p + "fi.b")], p + "gelu")
         out = linear(gelu, p + "fo.w", c.ffn, p + "fo")
-        x = node(
-            "SkipLayerNormalization",
-            [out, x, floats(p + "oln.w"), floats(p + "oln.b"), floats(p + "fo.b")],
-            p + "x2", epsilon=c.eps,
-        )  # fmt: skip
+        x = residual_norm(out, x, p + "oln", p + "fo.b", p + "x2")
     node("MatMul", ["pool", x], "pooled")
     f32, i32 = TensorProto.FLOAT, TensorProto.INT32
     graph = helper.make_graph(
