@@ -150,3 +150,29 @@ def test_r26_cli_hybrid_search_with_a_recorded_embedding(
     assert any(r["scores"]["vector"] is not None for r in results)
     proc = run_cli("search", "铁路", "--kb", str(tmp_path / "kb"), "--mode", "vector", "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)  # the model is found from kb.json
+
+
+def test_r6_search_rerank_degrades_visibly_and_keeps_the_json_list(
+    kb_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert main(["search", "railway length", "--kb", str(kb_dir), "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    monkeypatch.setenv("RAGSPINE_RERANK_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("RAGSPINE_RERANK_TIMEOUT", "1")
+    query = ["search", "railway length", "--kb", str(kb_dir)]
+    assert main([*query, "--rerank", "http", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == plain  # the fused order stands
+    assert "ragspine: warning: degraded: http: " in captured.err
+
+
+def test_r51_search_rerank_shows_the_rerank_score(
+    kb_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["search", "railway length", "--kb", str(kb_dir), "--rerank", "embedding:deterministic"]
+    assert main([*args, "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert results and all(isinstance(r["scores"]["rerank"], float) for r in results)
+    assert main(args) == 0
+    assert "rerank " in capsys.readouterr().out
+    assert main(["search", "railway length", "--kb", str(kb_dir), "--rerank", "colbert"]) == 2

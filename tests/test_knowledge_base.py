@@ -249,3 +249,76 @@ def test_per_document_ranking_keeps_each_documents_best_chunk(tmp_path: Path) ->
         assert docs.doc_ids == list(best_first)[:5]
         assert docs.slots == list(best_first.values())[:5]
         assert len(kb.retrieve("turbine", top_k=50, per_document=True).doc_ids or []) == 12
+
+
+def test_r5_no_reranker_by_default_and_none_is_byte_identical(kb: KnowledgeBase) -> None:
+    plain = kb.search("ACME revenue", top_k=3)
+    assert not plain.degraded and plain.degraded_reasons == ()
+    assert [s.to_dict() for s in kb.search("ACME revenue", top_k=3, rerank="none")] == [
+        s.to_dict() for s in plain
+    ]
+    assert all("rerank" not in s.scores for s in plain)
+
+
+def test_r51_search_reranks_a_deeper_pool_then_cuts_to_top_k(kb: KnowledgeBase) -> None:
+    class Reverse:
+        name = "reverse"
+
+        def __init__(self) -> None:
+            self.seen: list[int] = []
+
+        def rerank(self, query: str, results: list) -> list:  # type: ignore[type-arg]
+            self.seen.append(len(results))
+            return list(reversed(results))
+
+    reverse = Reverse()
+    query = "ACME revenue widget demand"
+    found = kb.search(query, top_k=1, rerank=reverse, include_restricted=False)
+    everything = kb.search(query, top_k=10, include_restricted=False)
+    assert reverse.seen == [len(everything)]  # the reranker saw the whole pool, not top_k
+    assert [s.chunk_id for s in found] == [everything[-1].chunk_id]
+
+
+def test_r6_a_failing_reranker_leaves_the_fused_order_and_marks_the_result(
+    kb: KnowledgeBase,
+) -> None:
+    class Broken:
+        name = "broken"
+
+        def rerank(self, query: str, results: list) -> list:  # type: ignore[type-arg]
+            raise TimeoutError("judge timed out")
+
+    found = kb.search("ACME revenue", top_k=3, rerank=Broken())
+    assert [s.chunk_id for s in found] == [s.chunk_id for s in kb.search("ACME revenue", top_k=3)]
+    assert found.degraded and found.degraded_reasons == ("broken: judge timed out",)
+
+
+def test_r1_without_clearance_restricted_chunks_are_never_scored_or_returned(
+    kb: KnowledgeBase,
+) -> None:
+    assert "secret" in {s.doc_id for s in kb.search("ACME forecast 2024", top_k=10)}
+    cleared = kb.search("ACME forecast 2024", top_k=10, include_restricted=False)
+    assert cleared and "secret" not in {s.doc_id for s in cleared}
+    assert not kb.search("internal forecast", doc_ids=["secret"], include_restricted=False)
+
+
+def test_r6_rerank_specs_are_checked(kb: KnowledgeBase) -> None:
+    with pytest.raises(InvalidArgumentError, match="unknown reranker"):
+        kb.search("ACME", rerank="magic")
+    with pytest.raises(InvalidArgumentError, match="top_k"):
+        kb.search("ACME", top_k=0, rerank="embedding:deterministic")
+
+
+def test_r6_a_short_search_is_the_head_of_a_reranking_pool(tmp_path: Path) -> None:
+    """The first round does not depend on top_k up to the rerank depth, so a reranker that fails
+    leaves exactly the order an un-reranked search gives."""
+    words = ["solar", "wind", "coal", "hydro", "grid", "power", "storage", "battery", "price"]
+    docs = [Document(f"d{i}", " ".join(words[(i * j) % len(words)] for j in range(1, 9)))
+            for i in range(60)]  # fmt: skip
+    with KnowledgeBase(tmp_path / "kb", embedding="deterministic") as kb:
+        kb.add_documents(docs)
+        for query in ("solar power price", "battery storage", "coal demand grid"):
+            pool = [s.to_dict() for s in kb.search(query, top_k=30, mode="hybrid")]
+            for top_k in (1, 5, 10, 29):
+                head = [s.to_dict() for s in kb.search(query, top_k=top_k, mode="hybrid")]
+                assert head == pool[:top_k]

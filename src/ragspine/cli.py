@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from ragspine import __version__
-from ragspine.config import MODES, Settings, default_eval_cache, embedding_settings
+from ragspine.config import (
+    MODES,
+    Settings,
+    default_eval_cache,
+    embedding_settings,
+    llm_settings,
+    rerank_settings,
+)
 from ragspine.errors import InvalidArgumentError, KnowledgeBaseError, LoaderError, RagspineError
 from ragspine.knowledge_base import KnowledgeBase, delete_knowledge_base, is_knowledge_base
 from ragspine.retrieval.filters import filters_from_expressions, parse_scalar
@@ -25,6 +32,10 @@ from ragspine.retrieval.vector.ann import ANN_MIN_VECTORS
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+RERANK_HELP = (
+    "reranker or comma-separated chain: cross_encoder (ce), http, llm_filter, llm_score, "
+    "listwise, embedding[:e5|minilm], auto, none (default RAGSPINE_RERANKER, else none)"
+)
 
 
 def _print_json(payload: object) -> None:
@@ -140,7 +151,10 @@ def cmd_search(args: argparse.Namespace) -> int:
             filters=spec,
             doc_ids=args.doc_id if args.doc_id else None,
             mode=args.mode,
+            rerank=args.rerank,
         )
+    for reason in snippets.degraded_reasons:  # R6: the result stands, and says what fell back
+        print(f"ragspine: warning: degraded: {reason}", file=sys.stderr)
     results = [s.to_dict() for s in snippets]
     if args.json:
         _print_json(results)
@@ -198,6 +212,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             compare_peers=args.compare_peers,
             progress=update,
             embedding=args.embedding,
+            rerank=args.rerank,
         )
     for warning in dataset.warnings:
         print(f"ragspine: warning: {dataset.name}: {warning}", file=sys.stderr)
@@ -245,6 +260,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             + f" (auto: HNSW from {ANN_MIN_VECTORS} vectors when faiss is installed: "
             + f"{_has('faiss')})",
         },
+        "rerankers": {
+            "configured": rerank_settings().get("spec", "none"),
+            "cross_encoder (RAGSPINE_CROSS_ENCODER_DIR)": rerank_settings().get(
+                "cross_encoder_dir", "not set"
+            ),
+            "http (RAGSPINE_RERANK_BASE_URL)": rerank_settings().get("base_url", "not set"),
+            "llm_filter, llm_score, listwise (RAGSPINE_LLM_BASE_URL)": llm_settings().get(
+                "base_url", "not set"
+            ),
+            "embedding (bundled bi-encoders)": _has("onnxruntime"),
+        },
         "modes": list(MODES),
     }
     if args.kb:
@@ -283,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     search.add_argument("--doc-id", action="append", default=[], metavar="ID")
     search.add_argument("--mode", choices=MODES, default=None)
+    search.add_argument("--rerank", default=None, metavar="SPEC", help=RERANK_HELP)
     search.add_argument("--json", action="store_true")
     search.set_defaults(func=cmd_search)
 
@@ -313,6 +340,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--embedding", default=None, metavar="SPEC",
         help="embedding backend for vector/hybrid modes (minilm, e5, deterministic, openai, ...)",
+    )  # fmt: skip
+    evaluate.add_argument(
+        "--rerank", default=None, metavar="SPEC",
+        help="also run each mode reranked by SPEC, and report the latency it adds",
     )  # fmt: skip
     evaluate.set_defaults(func=cmd_eval)
 

@@ -81,28 +81,52 @@ def default_eval_cache(environ: Mapping[str, str] | None = None) -> str:
     return os.path.join(base, "ragspine", "eval")
 
 
+def _present(variables: Mapping[str, str], environ: Mapping[str, str] | None) -> dict[str, str]:
+    """``{key: value}`` for each ``key: VARIABLE`` that is set and not empty."""
+    env = os.environ if environ is None else environ
+    return {key: env[name] for key, name in variables.items() if env.get(name)}
+
+
 def embedding_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``RAGSPINE_EMBEDDING`` (or ``RAGSPINE_EMBEDDING_BACKEND``), ``_MODEL``, ``_BASE_URL``,
     ``_API_KEY``: the embedding backend's settings, empty when unset."""
-    env = os.environ if environ is None else environ
-    backend = env.get("RAGSPINE_EMBEDDING") or env.get("RAGSPINE_EMBEDDING_BACKEND") or ""
-    found = {
-        "backend": backend,
-        "model": env.get("RAGSPINE_EMBEDDING_MODEL", ""),
-        "base_url": env.get("RAGSPINE_EMBEDDING_BASE_URL", ""),
-        "api_key": env.get("RAGSPINE_EMBEDDING_API_KEY", ""),
+    variables = {
+        "backend": "RAGSPINE_EMBEDDING_BACKEND",
+        "model": "RAGSPINE_EMBEDDING_MODEL",
+        "base_url": "RAGSPINE_EMBEDDING_BASE_URL",
+        "api_key": "RAGSPINE_EMBEDDING_API_KEY",
     }
-    return {k: v for k, v in found.items() if v}
+    found = _present(variables, environ)
+    found.update(_present({"backend": "RAGSPINE_EMBEDDING"}, environ))  # the short name wins
+    return found
+
+
+def _service(prefix: str) -> dict[str, str]:
+    """The variables of a model service: ``{prefix}_BASE_URL``, ``_API_KEY``, ``_MODEL``,
+    ``_TIMEOUT``."""
+    return {key: f"{prefix}_{key.upper()}" for key in ("base_url", "api_key", "model", "timeout")}
 
 
 def llm_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``RAGSPINE_LLM_BASE_URL``, ``_API_KEY``, ``_MODEL``, ``_TIMEOUT``: the chat model's
     settings, empty when unset."""
-    env = os.environ if environ is None else environ
-    found = {
-        "base_url": env.get("RAGSPINE_LLM_BASE_URL", ""),
-        "api_key": env.get("RAGSPINE_LLM_API_KEY", ""),
-        "model": env.get("RAGSPINE_LLM_MODEL", ""),
-        "timeout": env.get("RAGSPINE_LLM_TIMEOUT", ""),
-    }
-    return {k: v for k, v in found.items() if v}
+    return _present(_service("RAGSPINE_LLM"), environ)
+
+
+def rerank_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``RAGSPINE_RERANKER`` (the spec), ``RAGSPINE_CROSS_ENCODER_DIR``, and the rerank
+    service's ``RAGSPINE_RERANK_BASE_URL``, ``_API_KEY``, ``_MODEL``, ``_TIMEOUT``; empty when
+    unset."""
+    variables = {"spec": "RAGSPINE_RERANKER", "cross_encoder_dir": "RAGSPINE_CROSS_ENCODER_DIR"}
+    return _present({**variables, **_service("RAGSPINE_RERANK")}, environ)
+
+
+def parse_seconds(raw: str | float, variable: str) -> float:
+    """A positive number of seconds from a setting, or an error naming the variable."""
+    try:
+        seconds = float(raw)
+    except ValueError as exc:
+        raise InvalidArgumentError(f"{variable}={raw!r} is not a number of seconds") from exc
+    if not seconds > 0:
+        raise InvalidArgumentError(f"{variable} must be a positive number of seconds, got {raw!r}")
+    return seconds

@@ -36,10 +36,12 @@ from ragspine.ingest import (
 from ragspine.retrieval.chunking.chunk_store import ChunkStore, DocumentRecord, SourceDocument
 from ragspine.retrieval.chunking.chunking import Chunk, validate_budget
 from ragspine.retrieval.filters import MetadataFilter, parse_filters
-from ragspine.retrieval.hybrid import HybridRetriever, Ranking, empty_ranking
+from ragspine.retrieval.hybrid import RERANK_DEPTH, HybridRetriever, Ranking, empty_ranking
 from ragspine.retrieval.lexical.index import BM25Index
 from ragspine.retrieval.lexical.tokenizer import Tokenizer
-from ragspine.retrieval.link.snippet import Snippet
+from ragspine.retrieval.link.snippet import ResultList, Snippet
+from ragspine.retrieval.rerank.base import RerankChain, Reranker
+from ragspine.retrieval.rerank.cross_encoder import make_reranker
 from ragspine.retrieval.vector.embedding_backends import (
     EmbeddingBackend,
     EmbeddingError,
@@ -69,6 +71,11 @@ def _saved_generation(directory: Path) -> int:
         return -1
 
 
+def _check_top_k(top_k: object) -> None:
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
+        raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
+
+
 def is_knowledge_base(path: str | Path) -> bool:
     return (Path(path) / CONFIG_FILE).is_file()
 
@@ -94,6 +101,7 @@ class KnowledgeBase:
         retrieval_mode: str | None = None,
         embedding: str | EmbeddingBackend | None = None,
         fusion: str | None = None,
+        reranker: str | Reranker | None = None,
     ) -> None:
         self.path = Path(path)
         requested = {
@@ -143,6 +151,8 @@ class KnowledgeBase:
         self._index = self._open_index()
         self._vectors = self._open_vectors()
         self._retriever = HybridRetriever(self._index, self._vectors, fusion=self.settings.fusion)
+        self._rerankers: dict[str, RerankChain | None] = {}
+        self._reranker = make_reranker() if reranker is None else self._reranker_for(reranker)
         behind = self._vectors is not None and self._vectors.generation < self.store.generation
         if (self._index.generation == 0 or behind) and self.store.generation > 1:
             with self._write_lock():  # absent or damaged: rebuild from the store, once, on disk
@@ -472,13 +482,16 @@ class KnowledgeBase:
         raise InvalidArgumentError(f"unknown mode {resolved!r}; use one of {', '.join(MODES)}")
 
     def _allowed_mask(
-        self, spec: MetadataFilter, doc_ids: Sequence[str] | None
+        self, spec: MetadataFilter, doc_ids: Sequence[str] | None, include_restricted: bool
     ) -> np.ndarray | None:
-        """Slots that pass the filters and scope, resolved by the store before any scoring."""
-        if not spec.conditions and doc_ids is None:
+        """Slots that pass the filters, scope and clearance, resolved by the store before any
+        scoring."""
+        if not spec.conditions and doc_ids is None and include_restricted:
             return None
         where, params = spec.to_sql()
-        rows = self.store.active_row_ids(where, params, doc_ids)
+        rows = self.store.active_row_ids(
+            where, params, doc_ids, include_restricted=include_restricted
+        )
         mask = np.zeros((max(rows) + 1) if rows else 0, dtype=bool)
         mask[rows] = True
         return mask
@@ -492,16 +505,18 @@ class KnowledgeBase:
         doc_ids: Sequence[str] | None = None,
         mode: str | None = None,
         per_document: bool = False,
+        include_restricted: bool = True,
     ) -> Ranking:
         """The ranking :meth:`search` returns, as chunk ids and scores only (no row fetch).
 
         For callers that need deep lists cheaply, such as evaluation. ``per_document`` keeps
         each document's best chunk only and returns ``top_k`` documents (``doc_ids`` filled).
+        ``include_restricted=False`` is for callers without clearance: RESTRICTED chunks are
+        left out before any scoring (R1).
         """
         if not isinstance(query, str):
             raise InvalidArgumentError(f"query must be a string, got {type(query).__name__}")
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
-            raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
+        _check_top_k(top_k)
         if doc_ids is not None and (
             isinstance(doc_ids, str) or not all(isinstance(d, str) for d in doc_ids)
         ):
@@ -509,7 +524,7 @@ class KnowledgeBase:
         channels = self._channels(mode)
         spec = parse_filters(filters)
         lagging = self._sync_index()
-        allowed = self._allowed_mask(spec, doc_ids)
+        allowed = self._allowed_mask(spec, doc_ids, include_restricted)
         if allowed is not None and not allowed.any():
             return empty_ranking()
         groups, names = self._document_groups() if per_document else (None, [])
@@ -547,12 +562,38 @@ class KnowledgeBase:
         filters: Mapping[str, Any] | MetadataFilter | None = None,
         doc_ids: Sequence[str] | None = None,
         mode: str | None = None,
-    ) -> list[Snippet]:
+        rerank: str | Reranker | None = None,
+        include_restricted: bool = True,
+    ) -> ResultList[Snippet]:
         """Ranked snippets, best first; ties broken by chunk id (R3).
 
         ``filters`` and ``doc_ids`` only narrow (R4, R28): an empty ``doc_ids`` finds nothing.
+        ``rerank`` (a spec for :func:`make_reranker` or a reranker; default the knowledge base's
+        own, i.e. ``RAGSPINE_RERANKER``, off unless set) reorders the first
+        ``max(top_k, RERANK_DEPTH)`` results. A stage that fell back says why in
+        ``degraded_reasons`` (R6).
         """
-        ranking = self.retrieve(query, top_k=top_k, filters=filters, doc_ids=doc_ids, mode=mode)
+        chain = self._reranker if rerank is None else self._reranker_for(rerank)
+        _check_top_k(top_k)
+        depth = top_k if chain is None else max(top_k, RERANK_DEPTH)
+        ranking = self.retrieve(
+            query,
+            top_k=depth,
+            filters=filters,
+            doc_ids=doc_ids,
+            mode=mode,
+            include_restricted=include_restricted,
+        )
+        snippets = self.snippets(ranking)
+        reasons = [] if ranking.degraded is None else [ranking.degraded]
+        if chain is not None:
+            outcome = chain.apply(query, snippets)
+            snippets = outcome.results
+            reasons.extend(outcome.degraded_reasons)
+        return ResultList(snippets[:top_k], degraded_reasons=reasons)
+
+    def snippets(self, ranking: Ranking) -> list[Snippet]:
+        """The snippets of a ranking, in its order."""
         chunks = self.store.fetch_active(ranking.slots)
         # a chunk retired between the index read and the fetch is absent: never return it
         return [
@@ -560,6 +601,16 @@ class KnowledgeBase:
             for i, slot in enumerate(ranking.slots)
             if slot in chunks
         ]
+
+    def _reranker_for(self, rerank: str | Reranker) -> RerankChain | None:
+        """The chain for a per-call reranker; specs are built once per knowledge base (models
+        load once)."""
+        if not isinstance(rerank, str):
+            return rerank if isinstance(rerank, RerankChain) else RerankChain([rerank])
+        with self._index_lock:
+            if rerank not in self._rerankers:
+                self._rerankers[rerank] = make_reranker(rerank)
+            return self._rerankers[rerank]
 
     def documents(self) -> list[DocumentRecord]:
         return self.store.documents()

@@ -4,24 +4,24 @@ One protocol, :class:`LLMProvider` (OpenAI-shaped messages in, text out), and on
 OpenAI-compatible ``POST {base_url}/chat/completions`` (OpenAI, vLLM, llama.cpp, Ollama, TGI).
 Callers treat :class:`LLMError` as "the model is unavailable" and degrade visibly (R6): the
 client retries only what a retry can fix (timeouts, connection errors, 429 and 5xx), with
-exponential backoff, and never retries a malformed or refused request.
+exponential backoff, never retries a malformed or refused request, and ``timeout`` bounds the
+whole call, retries included.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ragspine.config import llm_settings
-from ragspine.errors import InvalidArgumentError, RagspineError
+from ragspine.config import llm_settings, parse_seconds
+from ragspine.errors import InvalidArgumentError
+from ragspine.http_retry import RetryingJsonClient, ServiceError
 
-RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 
-class LLMError(RagspineError):
+class LLMError(ServiceError):
     """The model gave no usable answer: unreachable, an HTTP error after retries, or a reply
     that is not an OpenAI chat completion. The message says which."""
 
@@ -48,7 +48,7 @@ def check_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
 
 
 @dataclass(frozen=True)
-class OpenAIChatProvider:
+class OpenAIChatProvider(RetryingJsonClient):
     """``chat`` over any OpenAI-compatible server; ``options`` (temperature, max_tokens,
     response_format, ...) go into the request body as they are."""
 
@@ -75,36 +75,16 @@ class OpenAIChatProvider:
         return self.base_url.rstrip("/") + "/chat/completions"
 
     def chat(self, messages: list[dict[str, Any]], **options: Any) -> str:
-        import httpx
-
         body = {**options, "model": self.model, "messages": check_messages(messages)}
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        failure = "no attempt made"
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                response = httpx.post(self.url, json=body, headers=headers, timeout=self.timeout)
-            except httpx.HTTPError as exc:  # timeouts and connection errors: worth a retry
-                failure = f"{type(exc).__name__}: {exc}"
-                continue
-            if response.status_code in RETRYABLE_STATUS:
-                failure = f"HTTP {response.status_code}: {response.text[:200]}"
-                continue
-            if response.status_code >= 400:
-                raise LLMError(
-                    f"{self.url} refused the request: HTTP {response.status_code}: "
-                    f"{response.text[:200]}"
-                )
-            return _content(self.url, response)
-        raise LLMError(f"{self.url} failed after {self.max_retries + 1} attempts: {failure}")
+        reply = self._post(self.url, body, LLMError)
+        return _content(self.url, reply)
 
 
-def _content(url: str, response: Any) -> str:
+def _content(url: str, reply: Any) -> str:
     try:
-        content = response.json()["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
-        raise LLMError(f"{url} sent no chat completion: {response.text[:200]!r}") from exc
+        content = reply["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError) as exc:
+        raise LLMError(f"{url} sent no chat completion: {str(reply)[:200]!r}") from exc
     if not isinstance(content, str):
         raise LLMError(f"{url} sent a completion without text content: {content!r}")
     return content
@@ -123,14 +103,12 @@ def make_llm_provider(
     url = base_url or settings.get("base_url")
     if not url:
         return None
-    raw_timeout = timeout if timeout is not None else settings.get("timeout", "60")
-    try:
-        seconds = float(raw_timeout)
-    except ValueError as exc:
-        raise InvalidArgumentError(f"RAGSPINE_LLM_TIMEOUT={raw_timeout!r} is not a number") from exc
     return OpenAIChatProvider(
         url,
         model or settings.get("model", ""),
         api_key or settings.get("api_key", ""),
-        timeout=seconds,
+        timeout=parse_seconds(
+            timeout if timeout is not None else settings.get("timeout", "60"),
+            "RAGSPINE_LLM_TIMEOUT",
+        ),
     )

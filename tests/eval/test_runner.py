@@ -106,3 +106,18 @@ def test_r93_available_modes_follow_the_embedding() -> None:
 
     assert available_modes() == ["bm25"]
     assert available_modes("deterministic") == ["bm25", "vector", "hybrid"]
+
+
+def test_r93_eval_rerank_adds_a_reranked_row_per_mode(
+    dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["eval", str(dataset), "--mode", "bm25", "--rerank", "embedding:deterministic",
+                 "--cache", str(tmp_path / "c"), "--json"]) == 0  # fmt: skip
+    base, reranked = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert base["mode"] == reranked["mode"] == "bm25" and "rerank" not in base
+    assert reranked["rerank"] == "embedding:deterministic" and reranked["rerank_depth"] == 30
+    assert reranked["degraded_queries"] == 0 and reranked["rerank_added_ms"]["p50"] != 0
+    assert set(reranked) >= KEYS
+    assert main(["eval", str(dataset), "--mode", "bm25", "--rerank", "embedding:deterministic",
+                 "--cache", str(tmp_path / "c")]) == 0  # fmt: skip
+    assert "| bm25 + embedding:deterministic |" in capsys.readouterr().out

@@ -19,6 +19,11 @@ def json_lines(results: Sequence[dict[str, Any]]) -> str:
     return "".join(json.dumps(r, ensure_ascii=False, sort_keys=False) + "\n" for r in results)
 
 
+def run_label(result: dict[str, Any]) -> str:
+    """A row's mode, with the reranker that ran after it."""
+    return str(result["mode"]) + (f" + {result['rerank']}" if result.get("rerank") else "")
+
+
 def markdown_table(results: Sequence[dict[str, Any]]) -> str:
     header = [
         "dataset",
@@ -40,7 +45,7 @@ def markdown_table(results: Sequence[dict[str, Any]]) -> str:
         )
         cells = [
             r["dataset"],
-            r["mode"],
+            run_label(r),
             *(f"{r[m]:.4f}" for m in METRICS),
             f"{r['latency_ms']['p50']:.2f}",
             f"{r['latency_ms']['p95']:.2f}",
@@ -61,7 +66,7 @@ def write_plot(results: Sequence[dict[str, Any]], path: str | Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise ImportError("plots need matplotlib: pip install 'ragspine[eval]'") from exc
-    labels = [f"{r['dataset']}\n{r['mode']}" for r in results]
+    labels = [f"{r['dataset']}\n{run_label(r)}" for r in results]
     positions = list(range(len(results)))
     fig, (quality, speed) = plt.subplots(1, 2, figsize=(max(8, 1.6 * len(results) + 4), 4.5))
     width = 0.38

@@ -25,8 +25,11 @@ from ragspine.eval.beir import BeirDataset, load_beir
 from ragspine.eval.metrics import mean_metrics, per_query_metrics
 from ragspine.ingest import Document
 from ragspine.knowledge_base import KB_FORMAT, KnowledgeBase
+from ragspine.retrieval.hybrid import RERANK_DEPTH, Ranking
 from ragspine.retrieval.lexical.index import BM25Index
 from ragspine.retrieval.lexical.tokenizer import TOKENIZER_VERSION, Tokenizer
+from ragspine.retrieval.rerank.base import RerankChain
+from ragspine.retrieval.rerank.cross_encoder import make_reranker
 from ragspine.retrieval.vector.embedding_backends import (
     auto_embedding_spec,
     make_embedding_backend,
@@ -218,8 +221,10 @@ def run_eval(
     compare_peers: bool = False,
     progress: Progress | None = None,
     embedding: str | None = None,
+    rerank: str | None = None,
 ) -> tuple[list[dict[str, Any]], BeirDataset]:
-    """One result per mode (then per peer), each with the documented keys."""
+    """One result per mode (then per peer), each with the documented keys; with ``rerank``,
+    each mode is followed by the same mode reranked (``rerank``, ``rerank_added_ms``)."""
     if top_k <= 0:
         raise ValueError(f"top_k must be positive, got {top_k}")
     dataset = load_beir(dataset_dir)
@@ -227,28 +232,70 @@ def run_eval(
     if limit_queries is not None:
         queries = dict(list(queries.items())[:limit_queries])
     ekb = open_eval_kb(dataset, Path(cache_dir), progress, embedding)
-    chunks = ekb.kb.store.counts()["chunks"]
     results: list[dict[str, Any]] = []
     base = {"dataset": dataset.name, "docs": len(dataset.corpus), "queries": len(queries)}
+    chain = make_reranker(rerank) if rerank else None
     try:
         for mode in modes:
             ekb.kb.retrieve("warm up", top_k=1, mode=mode, per_document=True)
-
-            def search(text: str, mode: str = mode) -> list[str]:
-                ranking = ekb.kb.retrieve(text, top_k=top_k, mode=mode, per_document=True)
-                return ranking.doc_ids or []
-
-            metrics, timing = _run_queries(queries, search, top_k, dataset.qrels, progress, mode)
-            results.append(
-                {**base, "mode": mode, **metrics, **timing.summary(), "index_s": ekb.index_s,
-                 "cached": ekb.cached, "chunks": chunks,
-                 "embedding": ekb.kb.embedding.model_id if ekb.kb.embedding else None}
-            )  # fmt: skip
+            row = _mode_row(ekb, mode, None, queries, dataset, top_k, progress)
+            results.append({**base, **row})
+            if chain is not None:
+                reranked = _mode_row(ekb, mode, chain, queries, dataset, top_k, progress)
+                added = reranked["latency_ms"]["p50"] - row["latency_ms"]["p50"]
+                results.append({**base, **reranked, "rerank": rerank,
+                                "rerank_added_ms": {"p50": added}})  # fmt: skip
         if compare_peers:
             results.extend(_peers(ekb, queries, dataset, base, top_k, results[0], progress))
     finally:
         ekb.kb.close()
     return results, dataset
+
+
+def _mode_row(
+    ekb: EvalKnowledgeBase,
+    mode: str,
+    chain: RerankChain | None,
+    queries: dict[str, str],
+    dataset: BeirDataset,
+    top_k: int,
+    progress: Progress | None,
+) -> dict[str, Any]:
+    """Quality and speed of one mode, reranked by ``chain`` when one is given."""
+    degraded: list[str] = []
+
+    def search(text: str) -> list[str]:
+        ranking = ekb.kb.retrieve(text, top_k=top_k, mode=mode, per_document=True)
+        if chain is None:
+            return ranking.doc_ids or []
+        return _reranked_documents(ekb.kb, chain, text, ranking, degraded)
+
+    label = mode if chain is None else f"{mode}+{chain.name}"
+    metrics, timing = _run_queries(queries, search, top_k, dataset.qrels, progress, label)
+    row = {"mode": mode, **metrics, **timing.summary(), "index_s": ekb.index_s,
+           "cached": ekb.cached, "chunks": ekb.kb.store.counts()["chunks"],
+           "embedding": ekb.kb.embedding.model_id if ekb.kb.embedding else None}  # fmt: skip
+    if chain is not None:
+        row.update(rerank_depth=RERANK_DEPTH, degraded_queries=len(degraded))
+    return row
+
+
+def _reranked_documents(
+    kb: KnowledgeBase, chain: RerankChain, query: str, ranking: Ranking, degraded: list[str]
+) -> list[str]:
+    """Documents in reranked order: each document's best chunk among the first
+    ``RERANK_DEPTH`` goes through the chain, the rest keep their places after them."""
+    doc_ids = ranking.doc_ids or []
+    head = Ranking(
+        ranking.slots[:RERANK_DEPTH],
+        ranking.chunk_ids[:RERANK_DEPTH],
+        {k: v[:RERANK_DEPTH] for k, v in ranking.scores.items()},
+    )
+    document_of = dict(zip(ranking.chunk_ids, doc_ids))
+    outcome = chain.apply(query, kb.snippets(head))
+    degraded.extend(outcome.degraded_reasons)
+    reranked = [document_of[s.chunk_id] for s in outcome.results]
+    return reranked + [d for d in doc_ids if d not in set(reranked)]
 
 
 def _peers(

@@ -31,6 +31,11 @@ from ragspine.retrieval.vector.index import VectorIndex
 log = logging.getLogger(__name__)
 
 FIRST_ROUND_MULT = 10
+# How many first results a reranker reorders. The first round always fetches for at least this
+# many, so the fused order of the first RERANK_DEPTH results does not depend on top_k: a search
+# for 10 is the first 10 of a search for 30, and a reranker that fails leaves exactly the
+# un-reranked order (R6).
+RERANK_DEPTH = 30
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
 
@@ -178,7 +183,7 @@ class HybridRetriever:
             return self._single("bm25", slots, keys, scores)
         if self.vectors is None:
             raise ValueError("no vector channel is configured")
-        depth = top_k * self.first_round_mult
+        depth = max(top_k, RERANK_DEPTH) * self.first_round_mult
         # the lexical index is always current; it also vetoes any stale vector
         live = self.lexical.live_mask(allowed)
         try:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ragspine.errors import InvalidArgumentError
 from ragspine.retrieval.chunking.chunking import Chunk
+from ragspine.retrieval.sensitivity import is_restricted
 
 SCHEMA_VERSION = 3
 CHUNK_TABLE = "narrative_chunk"
@@ -127,6 +128,10 @@ class ChunkStore:
         self._lock = threading.RLock()
         self._conn = sqlite3.connect(
             self.db_path, timeout=30.0, isolation_level=None, check_same_thread=False
+        )
+        # the one definition of RESTRICTED (R1), so SQL excludes exactly what Python would
+        self._conn.create_function(
+            "is_restricted", 1, lambda label: int(is_restricted(label)), deterministic=True
         )
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -418,10 +423,18 @@ class ChunkStore:
         return found
 
     def active_row_ids(
-        self, where_sql: str = "1", params: Sequence[Any] = (), doc_ids: Sequence[str] | None = None
+        self,
+        where_sql: str = "1",
+        params: Sequence[Any] = (),
+        doc_ids: Sequence[str] | None = None,
+        *,
+        include_restricted: bool = True,
     ) -> list[int]:
-        """Row ids of active chunks matching a compiled filter and an optional document scope."""
+        """Row ids of active chunks matching a compiled filter and an optional document scope,
+        RESTRICTED ones left out unless ``include_restricted``."""
         sql = f"SELECT row_id FROM {CHUNK_TABLE} WHERE active = 1 AND ({where_sql})"
+        if not include_restricted:
+            sql += " AND NOT is_restricted(sensitivity)"
         args = list(params)
         if doc_ids is not None:
             if not doc_ids:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, TypeVar
 
 from ragspine.retrieval.chunking.chunk_store import StoredChunk
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,9 @@ class Snippet:
             scores=dict(scores),
         )
 
+    def with_scores(self, **scores: float | None) -> Snippet:
+        return replace(self, scores={**self.scores, **scores})
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "text": self.text,
@@ -60,3 +66,24 @@ class Snippet:
             "metadata": dict(sorted(self.metadata.items())),
             "scores": dict(self.scores),
         }
+
+
+class ResultList(list[T], Generic[T]):
+    """A ranked list that also says how it was made: why a stage fell back
+    (``degraded_reasons``, R6) and whether the caller's filters were dropped to find anything
+    (``filters_dropped``, R4). It is a plain list for everything else."""
+
+    def __init__(
+        self,
+        items: Iterable[T] = (),
+        *,
+        degraded_reasons: Iterable[str] = (),
+        filters_dropped: bool = False,
+    ) -> None:
+        super().__init__(items)
+        self.degraded_reasons = tuple(degraded_reasons)
+        self.filters_dropped = filters_dropped
+
+    @property
+    def degraded(self) -> bool:
+        return bool(self.degraded_reasons)

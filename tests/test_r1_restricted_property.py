@@ -1,0 +1,142 @@
+"""R1, property-based: RESTRICTED text never reaches a prompt (exit 1) and never leaves the link
+(exit 2), whatever the corpus, the labels' casing, the query, the mode or the reranker chain.
+
+Every model here is real code talking HTTP to a spy server on 127.0.0.1 that records every
+request: the chat model behind ``llm_filter``, ``llm_score`` and ``listwise``, and a ``/rerank``
+service. Each RESTRICTED document carries a marker word that appears nowhere else (not in open
+documents, not in queries); the marker must appear in no request and in no snippet or context
+the link returns. Cases = queries run; the suite asserts it ran at least 10,000.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ragspine import Document, KnowledgeBase
+from ragspine.llm import OpenAIChatProvider
+from ragspine.retrieval.link.narrative_link import NarrativeIndexRetriever, format_context
+from ragspine.retrieval.rerank.base import RerankChain
+from ragspine.retrieval.rerank.cross_encoder import make_reranker
+from tests.openai_server import openai_server
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = 1000
+QUERIES_PER_EXAMPLE = 10
+REQUIRED_CASES = 10_000
+VOCABULARY = ["revenue", "widget", "demand", "forecast", "acme", "growth", "营收", "预测", "需求",
+              "2024", "margin", "plan", "cost", "成本"]  # fmt: skip
+RESTRICTED_LABELS = ["RESTRICTED", "restricted", "Restricted", " rEsTrIcTeD ", "RESTRICTED\n"]
+OPEN_LABELS = ["PUBLIC", "internal", "Confidential", ""]
+MODES = ["bm25", "hybrid", "vector", "auto"]
+STAGES = ["llm_filter", "llm_score", "llm_score:show", "listwise", "http",
+          "embedding:deterministic"]  # fmt: skip
+_PASSAGE = re.compile(r"^\[(\d+)\] ", re.MULTILINE)
+
+
+def marker(n: int) -> str:
+    return f"zqxsecret{n}marker"
+
+
+def spy_model(path: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, Any]:
+    """Answers like a cooperative model: some order, some grades, some relevant passages."""
+    if path == "/v1/rerank":
+        documents = body["documents"]
+        return 200, {"results": [{"index": i, "relevance_score": len(d) % 7}
+                                 for i, d in enumerate(documents)]}  # fmt: skip
+    system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+    n = len(_PASSAGE.findall(user))
+    if system.startswith("You grade"):
+        answer = [(i * 7) % 11 for i in range(n)]
+    elif system.startswith("You judge"):
+        answer = list(range(0, n, 2))
+    else:
+        answer = list(reversed(range(n)))
+    return 200, {"choices": [{"message": {"role": "assistant", "content": json.dumps(answer)}}]}
+
+
+documents = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=12),
+        st.one_of(st.sampled_from(RESTRICTED_LABELS), st.sampled_from(OPEN_LABELS)),
+    ),
+    min_size=1,
+    max_size=7,
+)
+queries = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=4).map(" ".join),
+        st.sampled_from(MODES),
+        st.lists(st.sampled_from(STAGES), min_size=1, max_size=3).map(",".join),
+        st.sampled_from([None, {"year": 2024}, {"year": {"gte": 2030}}]),
+        st.integers(1, 8),
+    ),
+    min_size=QUERIES_PER_EXAMPLE,
+    max_size=QUERIES_PER_EXAMPLE,
+)
+
+
+@pytest.fixture(scope="module")
+def spy() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    with openai_server(spy_model) as served:
+        yield served
+
+
+def test_r1_restricted_text_never_reaches_a_prompt_or_leaves_the_link(
+    spy: tuple[str, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, seen = spy
+    monkeypatch.setenv("RAGSPINE_RERANK_BASE_URL", url)
+    provider = OpenAIChatProvider(url, "spy", timeout=10)
+    chains: dict[str, RerankChain | None] = {}
+    cases = 0
+
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
+    @given(documents, queries)
+    def check(corpus: list[tuple[list[str], str]], asked: list[tuple[Any, ...]]) -> None:
+        nonlocal cases
+        markers = [marker(i) for i, (_, label) in enumerate(corpus)
+                   if label.strip().upper() == "RESTRICTED"]  # fmt: skip
+        with tempfile.TemporaryDirectory() as scratch:
+            kb = KnowledgeBase(Path(scratch) / "kb", embedding="deterministic")
+            with kb:
+                kb.add_documents(
+                    Document(f"d{i}", " ".join(words) + (
+                        f" {marker(i)}" if label.strip().upper() == "RESTRICTED" else ""),
+                        sensitivity=label or "PUBLIC", metadata={"year": 2024})
+                    for i, (words, label) in enumerate(corpus)
+                )  # fmt: skip
+                for query, mode, spec, filters, top_k in asked:
+                    if spec not in chains:
+                        chains[spec] = make_reranker(spec, provider=provider)
+                    chain = chains[spec]
+                    first_request = len(seen)
+                    # a caller with clearance: RESTRICTED may come back, but no model sees it
+                    kb.search(query, top_k=top_k, mode=mode, rerank=chain, filters=filters)
+                    link = NarrativeIndexRetriever(kb, reranker=chain, mode=mode)
+                    snippets = link.retrieve(query, filters=filters, top_k=top_k)
+                    exposed = json.dumps([r["body"] for r in seen[first_request:]])
+                    exposed += json.dumps(list(snippets), ensure_ascii=False)
+                    exposed += format_context(snippets)
+                    leaked = [m for m in markers if m in exposed]
+                    assert not leaked, f"RESTRICTED text leaked for {query!r}, {mode}, {spec}"
+                    assert all(s["sensitivity"].strip().upper() != "RESTRICTED" for s in snippets)
+                    cases += 1
+
+    check()
+    assert cases >= REQUIRED_CASES, f"only {cases} cases ran"
+    assert len(seen) > REQUIRED_CASES  # the models really were asked, many times
