@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 from ragspine import KnowledgeBase
+from ragspine.retrieval.link.narrative_link import NarrativeIndexRetriever, format_context
 
 
 def scores(values: dict[str, float | None]) -> str:
@@ -36,7 +37,11 @@ def main() -> None:
         for item in queries:
             show(kb, item["query"])
         show(kb, "铁路", filters={"entity": "莱索托"})
-        show(kb, "DNA methylation", filters={"sensitivity": {"ne": "RESTRICTED"}})
+        show(kb, "DNA methylation")  # the owner's view: RESTRICTED chunks are shown, flagged
+        # what an LLM gets: the agent link drops RESTRICTED chunks before any snippet is built
+        snippets = NarrativeIndexRetriever(kb).retrieve("DNA methylation", top_k=3)
+        print("\nContext for an LLM prompt (agent link, RESTRICTED left out):")
+        print(textwrap.indent(format_context(snippets), "  "))
 
 
 if __name__ == "__main__":

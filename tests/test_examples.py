@@ -38,6 +38,9 @@ def test_demo_script_prints_cited_answers(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.stdout.count("cite: ") >= 18
     assert "Q: 广茂铁路全长多少公里" in proc.stdout
+    owner, _, context = proc.stdout.partition("Context for an LLM prompt")
+    assert "[RESTRICTED]" in owner.split("Q: DNA methylation")[-1]  # the owner sees it, flagged
+    assert "[1] " in context and "dna-methylome" not in context  # R1: never in a prompt
 
 
 def test_demo_script_prints_every_channels_score_in_a_hybrid_knowledge_base(
