@@ -300,6 +300,9 @@ def test_r1_without_clearance_restricted_chunks_are_never_scored_or_returned(
     cleared = kb.search("ACME forecast 2024", top_k=10, include_restricted=False)
     assert cleared and "secret" not in {s.doc_id for s in cleared}
     assert not kb.search("internal forecast", doc_ids=["secret"], include_restricted=False)
+    kb.add_documents([Document("leak", "ACME forecast 2024 leaked", sensitivity="Restricted")])
+    later = kb.search("ACME forecast 2024 leaked", top_k=10, include_restricted=False)
+    assert {s.doc_id for s in later}.isdisjoint({"secret", "leak"})  # the cached mask follows
 
 
 def test_r6_rerank_specs_are_checked(kb: KnowledgeBase) -> None:

@@ -71,6 +71,12 @@ def _saved_generation(directory: Path) -> int:
         return -1
 
 
+def _row_mask(rows: Sequence[int]) -> np.ndarray:
+    mask = np.zeros((max(rows) + 1) if rows else 0, dtype=bool)
+    mask[list(rows)] = True
+    return mask
+
+
 def _check_top_k(top_k: object) -> None:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
         raise InvalidArgumentError(f"top_k must be a positive integer, got {top_k!r}")
@@ -148,6 +154,7 @@ class KnowledgeBase:
         self.embedding = self._resolve_embedding(embedding)
         self._index_lock = threading.Lock()
         self._groups_cache: tuple[int, np.ndarray, list[str]] | None = None
+        self._open_cache: tuple[int, np.ndarray] | None = None
         self._index = self._open_index()
         self._vectors = self._open_vectors()
         self._retriever = HybridRetriever(self._index, self._vectors, fusion=self.settings.fusion)
@@ -486,14 +493,23 @@ class KnowledgeBase:
     ) -> np.ndarray | None:
         """Slots that pass the filters, scope and clearance, resolved by the store before any
         scoring."""
-        if not spec.conditions and doc_ids is None and include_restricted:
-            return None
+        if not spec.conditions and doc_ids is None:
+            return None if include_restricted else self._open_mask()
         where, params = spec.to_sql()
-        rows = self.store.active_row_ids(
-            where, params, doc_ids, include_restricted=include_restricted
+        return _row_mask(
+            self.store.active_row_ids(where, params, doc_ids, include_restricted=include_restricted)
         )
-        mask = np.zeros((max(rows) + 1) if rows else 0, dtype=bool)
-        mask[rows] = True
+
+    def _open_mask(self) -> np.ndarray:
+        """The slots of every chunk that is not RESTRICTED, cached per store generation (the
+        link asks for it on every query)."""
+        generation = self.store.generation
+        cached = self._open_cache
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        mask = _row_mask(self.store.active_row_ids(include_restricted=False))
+        mask.setflags(write=False)  # shared between queries
+        self._open_cache = (generation, mask)
         return mask
 
     def retrieve(
