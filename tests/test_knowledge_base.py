@@ -325,3 +325,13 @@ def test_r6_a_short_search_is_the_head_of_a_reranking_pool(tmp_path: Path) -> No
             for top_k in (1, 5, 10, 29):
                 head = [s.to_dict() for s in kb.search(query, top_k=top_k, mode="hybrid")]
                 assert head == pool[:top_k]
+
+
+def test_r6_a_knowledge_base_that_cannot_be_made_leaves_nothing_behind(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgumentError, match="embedding"):
+        KnowledgeBase(tmp_path / "kb", embedding="bogus")
+    assert not (tmp_path / "kb").exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InvalidArgumentError, match="stemmer"):
+        KnowledgeBase(tmp_path / "empty", stemmer="klingon")
+    assert (tmp_path / "empty").is_dir() and not any((tmp_path / "empty").iterdir())

@@ -227,6 +227,71 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from ragspine.serve.app import create_app
+    except ImportError as exc:
+        raise InvalidArgumentError(
+            f"ragspine serve needs the server extra ({exc}): pip install 'ragspine[server]'"
+        ) from exc
+    root = Path(args.kb_root)
+    root.mkdir(parents=True, exist_ok=True)
+    if args.no_auth:
+        print(
+            "ragspine: warning: --no-auth: every request may read, write and see RESTRICTED "
+            "chunks; use it for local development only",
+            file=sys.stderr,
+        )
+    print(f"ragspine: serving {root} on http://{args.host}:{args.port}/", file=sys.stderr)
+    app = create_app(root, auth=not args.no_auth)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    from ragspine.serve.keys import KeyStore
+
+    store = KeyStore(args.kb_root)
+    if args.keys_command == "create":
+        names = [n for value in args.kb for n in value.split(",")]
+        if args.clearance not in (None, "restricted"):
+            raise InvalidArgumentError(
+                f"--clearance {args.clearance!r}: the one level is 'restricted'"
+            )
+        key, secret = store.create(
+            names,
+            read=args.read or not args.write,
+            write=args.write,
+            clearance=args.clearance == "restricted",
+            label=args.label,
+        )
+        if args.json:
+            _print_json({**key.describe(), "key": secret})
+        else:
+            print(f"key {key.key_id}: {', '.join(key.kbs)}; read={key.read} write={key.write} "
+                  f"clearance={'restricted' if key.clearance else 'none'}")  # fmt: skip
+            print("store it now; it is not shown again:", file=sys.stderr)
+            print(secret)
+        return 0
+    if args.keys_command == "revoke":
+        key = store.revoke(args.key_id)
+        _print_report({"revoked": key.key_id}, as_json=args.json)
+        return 0
+    described = [k.describe() for k in store.records()]
+    if args.json:
+        _print_json(described)
+    else:
+        for k in described:
+            state = "revoked" if k["revoked"] else "active"
+            print(f"{k['key_id']}  {state}  kbs={','.join(k['kbs'])}  read={k['read']} "
+                  f"write={k['write']} clearance={k['clearance']}  {k['label']}")  # fmt: skip
+        if not described:
+            print(f"no keys under {args.kb_root}")
+    return 0
+
+
 def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
@@ -346,6 +411,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="also run each mode reranked by SPEC, and report the latency it adds",
     )  # fmt: skip
     evaluate.set_defaults(func=cmd_eval)
+
+    serve = sub.add_parser("serve", help="the HTTP API and web page over a knowledge-base root")
+    serve.add_argument("--kb-root", required=True, metavar="DIR",
+                       help="every knowledge base in this folder is served")  # fmt: skip
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--no-auth", action="store_true", help="no keys (local development)")
+    serve.add_argument("--log-level", default="warning")
+    serve.set_defaults(func=cmd_serve)
+
+    keys = sub.add_parser("keys", help="API keys of a served knowledge-base root")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="print a new key (its last line)")
+    create.add_argument("--kb", action="append", required=True, metavar="NAME[,NAME]",
+                        help="knowledge bases the key may use ('*' for all)")  # fmt: skip
+    create.add_argument("--read", action="store_true", help="may search and list (default)")
+    create.add_argument("--write", action="store_true", help="may ingest, delete, create")
+    create.add_argument("--clearance", default=None, choices=["restricted"],
+                        help="may receive RESTRICTED chunks")  # fmt: skip
+    create.add_argument("--label", default="")
+    keys_sub.add_parser("list", help="keys (never their secrets)")
+    revoke = keys_sub.add_parser("revoke")
+    revoke.add_argument("key_id")
+    for p in keys_sub.choices.values():
+        p.add_argument("--kb-root", required=True, metavar="DIR")
+        p.add_argument("--json", action="store_true")
+    keys.set_defaults(func=cmd_keys)
 
     doctor = sub.add_parser("doctor", help="what is installed and which backends are active")
     doctor.add_argument("--kb", default=None)

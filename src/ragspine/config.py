@@ -14,6 +14,7 @@ from typing import Any
 from ragspine.errors import InvalidArgumentError
 from ragspine.retrieval.chunking.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS
 from ragspine.retrieval.lexical.bm25 import DEFAULT_BM25_B, DEFAULT_BM25_K1
+from ragspine.retrieval.lexical.tokenizer import STEMMERS
 
 LEXICAL_MODES = ("bm25", "lexical", "economy", "text")
 DENSE_MODES = ("hybrid", "vector")
@@ -56,6 +57,10 @@ class Settings:
         if self.vector_search not in ("auto", "exact", "hnsw"):
             raise InvalidArgumentError(
                 f"unknown vector search {self.vector_search!r}; use auto, exact or hnsw"
+            )
+        if self.stemmer not in STEMMERS:
+            raise InvalidArgumentError(
+                f"unknown stemmer {self.stemmer!r}; use one of {', '.join(STEMMERS)}"
             )
         if self.retrieval_mode not in MODES:
             raise InvalidArgumentError(

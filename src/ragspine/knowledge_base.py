@@ -57,6 +57,9 @@ STORE_FILE = "chunks.db"
 LEXICAL_DIR = "lexical"
 VECTOR_DIR = "vectors"
 _WRITE_BATCH = 256
+# A search whose chunks were replaced between ranking and fetching runs again (up to this many
+# times in all), so a concurrent rewrite never leaves a document out of the answer.
+_SNAPSHOT_ATTEMPTS = 3
 
 Progress = Callable[[int, int, str], None]
 log = logging.getLogger(__name__)
@@ -145,9 +148,22 @@ class KnowledgeBase:
             self.config = self._initial_config(self.settings)
         self.plan = ChunkingPlan(self.settings.chunk_chars, self.settings.overlap_chars)
         self.tokenizer = Tokenizer(stemmer=self.settings.stemmer)
+        creating, existed = not config_path.is_file(), self.path.exists()
+        try:
+            self._open(embedding, reranker)
+        except BaseException:
+            if creating:  # a knowledge base that could not be made leaves nothing behind (R6)
+                self._discard_new(existed)
+            raise
+
+    def _open(
+        self, embedding: str | EmbeddingBackend | None, reranker: str | Reranker | None
+    ) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        if not config_path.is_file():
-            config_path.write_text(json.dumps(self.config, indent=2) + "\n", encoding="utf-8")
+        if not (self.path / CONFIG_FILE).is_file():
+            (self.path / CONFIG_FILE).write_text(
+                json.dumps(self.config, indent=2) + "\n", encoding="utf-8"
+            )
         self.store = ChunkStore(self.path / STORE_FILE)
         self.store.init_schema()
         self._auto_pending = False
@@ -164,6 +180,19 @@ class KnowledgeBase:
         if (self._index.generation == 0 or behind) and self.store.generation > 1:
             with self._write_lock():  # absent or damaged: rebuild from the store, once, on disk
                 self._sync_index(persist=True)
+
+    def _discard_new(self, existed: bool) -> None:
+        store = getattr(self, "store", None)
+        if store is not None:
+            store.close()
+        if not existed:
+            shutil.rmtree(self.path, ignore_errors=True)
+            return
+        for child in self.path.iterdir():  # the caller's empty folder stays, empty
+            if child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
 
     # ------------------------------------------------------------- configuration
     @staticmethod
@@ -592,15 +621,18 @@ class KnowledgeBase:
         chain = self._reranker if rerank is None else self._reranker_for(rerank)
         _check_top_k(top_k)
         depth = top_k if chain is None else max(top_k, RERANK_DEPTH)
-        ranking = self.retrieve(
-            query,
-            top_k=depth,
-            filters=filters,
-            doc_ids=doc_ids,
-            mode=mode,
-            include_restricted=include_restricted,
-        )
-        snippets = self.snippets(ranking)
+        for _ in range(_SNAPSHOT_ATTEMPTS):
+            ranking = self.retrieve(
+                query,
+                top_k=depth,
+                filters=filters,
+                doc_ids=doc_ids,
+                mode=mode,
+                include_restricted=include_restricted,
+            )
+            snippets = self.snippets(ranking)
+            if len(snippets) == len(ranking):
+                break  # else a writer retired some of them meanwhile: rank the new version
         reasons = [] if ranking.degraded is None else [ranking.degraded]
         if chain is not None:
             outcome = chain.apply(query, snippets)

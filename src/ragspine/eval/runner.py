@@ -101,7 +101,7 @@ def open_eval_kb(
         shutil.rmtree(staging, ignore_errors=True)
         staging.parent.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
-        with KnowledgeBase(staging, embedding=backend) as kb:
+        with KnowledgeBase(staging, embedding=embedding or "none") as kb:
             kb.add_documents(
                 (
                     Document(doc_id, document_text(d.title, d.text), d.title, dict(d.metadata))

@@ -41,10 +41,48 @@ class SearchIndex(Protocol):
         *,
         top_k: int = ...,
         filters: Mapping[str, Any] | None = ...,
+        doc_ids: Sequence[str] | None = ...,
         mode: str | None = ...,
         rerank: str | Reranker | None = ...,
         include_restricted: bool = ...,
     ) -> ResultList[Snippet]: ...
+
+
+def search_with_retry(
+    index: SearchIndex,
+    query: str,
+    *,
+    top_k: int,
+    filters: Mapping[str, Any] | None = None,
+    doc_ids: Sequence[str] | None = None,
+    mode: str | None = None,
+    rerank: str | Reranker | None = None,
+    include_restricted: bool = False,
+    retry_without_filters: bool = True,
+) -> ResultList[Snippet]:
+    """A search that, when the filters match nothing and a retry is allowed, runs once more
+    without them and says so in ``filters_dropped`` (R4); the scope (``doc_ids``) is kept."""
+
+    def run(active: Mapping[str, Any] | None) -> ResultList[Snippet]:
+        return index.search(
+            query,
+            top_k=top_k,
+            filters=active,
+            doc_ids=doc_ids,
+            mode=mode,
+            rerank=rerank,
+            include_restricted=include_restricted,
+        )
+
+    found = run(filters)
+    if found or not filters or not retry_without_filters:
+        return found
+    retried = run(None)
+    return ResultList(
+        retried,
+        degraded_reasons=found.degraded_reasons + retried.degraded_reasons,
+        filters_dropped=True,
+    )
 
 
 def snippet_dict(snippet: Snippet, *, filters_dropped: bool = False) -> dict[str, Any]:
@@ -82,29 +120,20 @@ class NarrativeIndexRetriever:
         self.postprocessor = postprocessor
         self.mode = mode
 
-    def _search(
-        self, query: str, filters: Mapping[str, Any] | None, top_k: int
-    ) -> ResultList[Snippet]:
-        return self.index.search(
+    def retrieve(
+        self, query: str, *, filters: Mapping[str, Any] | None = None, top_k: int = 50
+    ) -> ResultList[dict[str, Any]]:
+        found = search_with_retry(
+            self.index,
             query,
             top_k=top_k,
             filters=filters,
             mode=self.mode,
             rerank=self.reranker,
             include_restricted=False,
+            retry_without_filters=self.retry_without_filters,
         )
-
-    def retrieve(
-        self, query: str, *, filters: Mapping[str, Any] | None = None, top_k: int = 50
-    ) -> ResultList[dict[str, Any]]:
-        found = self._search(query, filters, top_k)
-        dropped = False
-        if not found and filters and self.retry_without_filters:
-            retried = self._search(query, None, top_k)
-            found = ResultList(
-                retried, degraded_reasons=found.degraded_reasons + retried.degraded_reasons
-            )
-            dropped = True
+        dropped = found.filters_dropped
         snippets = [s for s in found if not is_restricted(s.sensitivity)]  # exit 2 (R1)
         if self.postprocessor is not None:
             snippets = self.postprocessor.process(query, snippets)
