@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from ragspine import Document, KnowledgeBase
 from ragspine.llm import OpenAIChatProvider
 from ragspine.retrieval.link.narrative_link import NarrativeIndexRetriever, format_context
+from ragspine.retrieval.query import CorrectiveGrade, QueryPipeline, SafetyGate
 from ragspine.retrieval.rerank.base import RerankChain
 from ragspine.retrieval.rerank.cross_encoder import make_reranker
 from tests.openai_server import openai_server
@@ -54,6 +55,9 @@ def spy_model(path: str, body: dict[str, Any], headers: dict[str, str]) -> tuple
         return 200, {"results": [{"index": i, "relevance_score": len(d) % 7}
                                  for i, d in enumerate(documents)]}  # fmt: skip
     system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+    if user.startswith("Question: "):  # a query transform: it echoes what it was shown
+        answer = transform_answer(system, user)
+        return 200, {"choices": [{"message": {"role": "assistant", "content": answer}}]}
     n = len(_PASSAGE.findall(user))
     if system.startswith("You grade"):
         answer = [(i * 7) % 11 for i in range(n)]
@@ -62,6 +66,21 @@ def spy_model(path: str, body: dict[str, Any], headers: dict[str, str]) -> tuple
     else:
         answer = list(reversed(range(n)))
     return 200, {"choices": [{"message": {"role": "assistant", "content": json.dumps(answer)}}]}
+
+
+def transform_answer(system: str, user: str) -> str:
+    """Rewrites, passages, sub-questions made of the words the model was shown: if a transform
+    ever showed it RESTRICTED text, the marker would come back as a query."""
+    words = user.removeprefix("Question: ").split()
+    if system.startswith("Rewrite the question into"):
+        return json.dumps([" ".join(reversed(words)), " ".join(words[:2]) + " overview"])
+    if system.startswith("Break the question"):
+        halves = [" ".join(words[: len(words) // 2 or 1]), " ".join(words[len(words) // 2 :])]
+        return json.dumps({"sub_questions": [{"question": h, "reasoning": "part"}
+                                             for h in halves if h]})  # fmt: skip
+    if system.startswith("Does answering"):
+        return "complex" if len(words) > 2 else "simple"
+    return " ".join(words * 3)  # a HyDE passage or a step-back question
 
 
 documents = st.lists(
@@ -140,3 +159,64 @@ def test_r1_restricted_text_never_reaches_a_prompt_or_leaves_the_link(
     check()
     assert cases >= REQUIRED_CASES, f"only {cases} cases ran"
     assert len(seen) > REQUIRED_CASES  # the models really were asked, many times
+
+
+TRANSFORM_EXAMPLES = 150
+PIPELINES = st.fixed_dictionaries(
+    {
+        "transform": st.sampled_from([None, "multi_query", "rag_fusion", "hyde", "step_back"]),
+        "decompose": st.booleans(),
+        "adaptive": st.sampled_from([None, "heuristic", "llm"]),
+        "corrective": st.booleans(),
+    }
+)
+
+
+def test_r1_query_transforms_never_show_a_model_restricted_text(
+    spy: tuple[str, list[dict[str, Any]]],
+) -> None:
+    """The LLM transforms (R41–R44) see only the user's question: with RESTRICTED chunks in the
+    candidate lists of a cleared caller, no request, generated query or gated rewrite holds a
+    marker. Cases = queries run (at least 1,500)."""
+    url, seen = spy
+    provider = OpenAIChatProvider(url, "spy", timeout=10)
+    cases = 0
+
+    @settings(
+        max_examples=TRANSFORM_EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
+    @given(documents, queries, PIPELINES)
+    def check(
+        corpus: list[tuple[list[str], str]], asked: list[tuple[Any, ...]], options: dict[str, Any]
+    ) -> None:
+        nonlocal cases
+        markers = [marker(i) for i, (_, label) in enumerate(corpus)
+                   if label.strip().upper() == "RESTRICTED"]  # fmt: skip
+        with tempfile.TemporaryDirectory() as scratch:
+            kb = KnowledgeBase(Path(scratch) / "kb", embedding="deterministic")
+            with kb:
+                kb.add_documents(
+                    Document(f"d{i}", " ".join(words) + (
+                        f" {marker(i)}" if label.strip().upper() == "RESTRICTED" else ""),
+                        sensitivity=label or "PUBLIC", metadata={"year": 2024})
+                    for i, (words, label) in enumerate(corpus)
+                )  # fmt: skip
+                gate, grade = SafetyGate(["acme"]), CorrectiveGrade(min_bm25=1.0)
+                pipeline = QueryPipeline(kb, provider=provider, gate=gate, grade=grade, **options)
+                try:
+                    for query, mode, _, filters, top_k in asked:
+                        first_request = len(seen)
+                        found = pipeline.search(query, top_k=top_k, mode=mode, filters=filters)
+                        exposed = json.dumps([r["body"] for r in seen[first_request:]])
+                        exposed += json.dumps([*found.queries, *found.rejected_queries])
+                        assert not [m for m in markers if m in exposed], (query, options)
+                        assert all("acme" not in q.lower() or q == query for q in found.queries)
+                        cases += 1
+                finally:
+                    pipeline.close()
+
+    check()
+    assert cases >= TRANSFORM_EXAMPLES * QUERIES_PER_EXAMPLE, f"only {cases} cases ran"

@@ -28,6 +28,7 @@ from ragspine.config import (
 from ragspine.errors import InvalidArgumentError, KnowledgeBaseError, LoaderError, RagspineError
 from ragspine.knowledge_base import KnowledgeBase, delete_knowledge_base, is_knowledge_base
 from ragspine.retrieval.filters import filters_from_expressions, parse_scalar
+from ragspine.retrieval.link.snippet import ResultList, Snippet
 from ragspine.retrieval.vector.ann import ANN_MIN_VECTORS
 
 EXIT_FAILED = 1
@@ -143,18 +144,35 @@ def _render_snippet(rank: int, snippet: dict[str, Any]) -> str:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from ragspine.retrieval.query import make_query_pipeline
+
     spec = filters_from_expressions(args.filter)
-    with _open_kb(args.kb) as kb:
-        snippets = kb.search(
-            args.query,
-            top_k=args.top_k,
-            filters=spec,
-            doc_ids=args.doc_id if args.doc_id else None,
-            mode=args.mode,
-            rerank=args.rerank,
+    if len(args.kb) > 1:
+        raise InvalidArgumentError("searching several knowledge bases at once is not wired yet")
+    with _open_kb(args.kb[0]) as kb:
+        pipeline = make_query_pipeline(
+            kb,
+            transform=args.transform,
+            decompose=args.decompose or None,
+            adaptive=args.adaptive,
+            corrective=args.corrective or None,
+            glossary=args.glossary,
+            deny_list=args.deny_list,
+            num_queries=args.num_queries,
         )
-    for reason in snippets.degraded_reasons:  # R6: the result stands, and says what fell back
-        print(f"ragspine: warning: degraded: {reason}", file=sys.stderr)
+        try:
+            snippets = (pipeline or kb).search(
+                args.query,
+                top_k=args.top_k,
+                filters=spec,
+                doc_ids=args.doc_id if args.doc_id else None,
+                mode=args.mode,
+                rerank=args.rerank,
+            )
+        finally:
+            if pipeline is not None:
+                pipeline.close()
+    _report_search(snippets)
     results = [s.to_dict() for s in snippets]
     if args.json:
         _print_json(results)
@@ -163,6 +181,20 @@ def cmd_search(args: argparse.Namespace) -> int:
     else:
         print("\n\n".join(_render_snippet(i, r) for i, r in enumerate(results, start=1)))
     return 0
+
+
+def _report_search(found: ResultList[Snippet]) -> None:
+    """What the result says about how it was made, on stderr (R4, R6, R31, R44, R45)."""
+    notes = [f"degraded: {reason}" for reason in found.degraded_reasons]
+    notes += [f"rejected by the safety gate: {query}" for query in found.rejected_queries]
+    if found.filters_dropped:
+        notes.append("filters dropped: nothing matched them")
+    if found.routing_fallback:
+        notes.append("routing failed: every knowledge base was searched")
+    if found.refused:
+        notes.append(f"refused: {found.refused}")
+    for note in notes:
+        print(f"ragspine: warning: {note}", file=sys.stderr)
 
 
 def cmd_kb(args: argparse.Namespace) -> int:
@@ -365,7 +397,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     search = sub.add_parser("search", help="search a knowledge base")
     search.add_argument("query")
-    search.add_argument("--kb", required=True)
+    search.add_argument("--kb", required=True, action="append",
+                        help="repeat to search several knowledge bases at once")  # fmt: skip
     search.add_argument("--top-k", type=int, default=10)
     search.add_argument(
         "--filter", action="append", default=[], metavar="FIELD:OP:VALUE",
@@ -375,6 +408,18 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--doc-id", action="append", default=[], metavar="ID")
     search.add_argument("--mode", choices=MODES, default=None)
     search.add_argument("--rerank", default=None, metavar="SPEC", help=RERANK_HELP)
+    search.add_argument("--glossary", default=None, metavar="FILE",
+                        help="deterministic rewrites from a YAML/JSON glossary")  # fmt: skip
+    search.add_argument("--transform", default=None,
+                        choices=["multi_query", "rag_fusion", "hyde", "step_back"])  # fmt: skip
+    search.add_argument("--num-queries", type=int, default=None, metavar="N")
+    search.add_argument("--decompose", action="store_true", help="LLM sub-questions")
+    search.add_argument("--adaptive", default=None, choices=["heuristic", "llm"],
+                        help="decompose only complex questions")  # fmt: skip
+    search.add_argument("--corrective", action="store_true",
+                        help="grade, then drop filters, rewrite, refuse (≤ 2 rounds)")  # fmt: skip
+    search.add_argument("--deny-list", default=None, metavar="FILE",
+                        help="generated queries matching it never run")  # fmt: skip
     search.add_argument("--json", action="store_true")
     search.set_defaults(func=cmd_search)
 

@@ -135,3 +135,21 @@ def parse_seconds(raw: str | float, variable: str) -> float:
     if not seconds > 0:
         raise InvalidArgumentError(f"{variable} must be a positive number of seconds, got {raw!r}")
     return seconds
+
+
+def query_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``RAGSPINE_QUERY_TRANSFORM``, ``RAGSPINE_QUERY_DECOMPOSE``, ``RAGSPINE_ADAPTIVE``,
+    ``RAGSPINE_CORRECTIVE``, ``RAGSPINE_GLOSSARY``, ``RAGSPINE_DENY_LIST``,
+    ``RAGSPINE_NUM_QUERIES``: the query pipeline's switches, empty when unset."""
+    keys = ("transform", "decompose", "adaptive", "corrective", "glossary", "deny_list",
+            "num_queries")  # fmt: skip
+    names = {k: f"RAGSPINE_QUERY_{k.upper()}" for k in ("transform", "decompose")}
+    names.update({k: f"RAGSPINE_{k.upper()}" for k in keys if k not in names})
+    return _present(names, environ)
+
+
+def switch(value: str | bool | None) -> bool:
+    """A yes/no setting: ``1 true yes on`` (any case) or True."""
+    if isinstance(value, bool):
+        return value
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")

@@ -10,6 +10,8 @@ whole call, retries included.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -18,6 +20,7 @@ from ragspine.config import llm_settings, parse_seconds
 from ragspine.errors import InvalidArgumentError
 from ragspine.http_retry import RetryingJsonClient, ServiceError
 
+_JSON_LIST = re.compile(r"\[[^\[\]]*\]")
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 
@@ -112,3 +115,15 @@ def make_llm_provider(
             "RAGSPINE_LLM_TIMEOUT",
         ),
     )
+
+
+def json_list(answer: str) -> list[Any]:
+    """The last JSON list in a chat answer (models wrap answers in prose and code fences)."""
+    for candidate in reversed(_JSON_LIST.findall(answer if isinstance(answer, str) else "")):
+        try:
+            found = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(found, list):
+            return found
+    raise LLMError(f"the model answered without a JSON list: {str(answer)[:120]!r}")

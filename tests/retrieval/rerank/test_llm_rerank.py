@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from ragspine.errors import InvalidArgumentError
-from ragspine.llm import OpenAIChatProvider
+from ragspine.llm import OpenAIChatProvider, json_list
 from ragspine.retrieval.rerank.base import RerankChain
 from ragspine.retrieval.rerank.cross_encoder import make_reranker
-from ragspine.retrieval.rerank.llm_rerank import LLMFilterReranker, LLMScoreReranker, json_list
+from ragspine.retrieval.rerank.llm_rerank import LLMFilterReranker, LLMScoreReranker
 from tests.openai_server import openai_server
 from tests.retrieval.rerank.helpers import ids, snippet
 

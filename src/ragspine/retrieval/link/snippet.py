@@ -28,6 +28,7 @@ class Snippet:
     version: int
     metadata: dict[str, Any] = field(default_factory=dict)
     scores: dict[str, float | None] = field(default_factory=dict)
+    library_id: str | None = None  # the knowledge base it came from, in multi-base searches
 
     @classmethod
     def from_chunk(cls, chunk: StoredChunk, scores: dict[str, float | None]) -> Snippet:
@@ -65,13 +66,17 @@ class Snippet:
             "version": self.version,
             "metadata": dict(sorted(self.metadata.items())),
             "scores": dict(self.scores),
+            **({} if self.library_id is None else {"library_id": self.library_id}),
         }
 
 
 class ResultList(list[T], Generic[T]):
     """A ranked list that also says how it was made: why a stage fell back
-    (``degraded_reasons``, R6) and whether the caller's filters were dropped to find anything
-    (``filters_dropped``, R4). It is a plain list for everything else."""
+    (``degraded_reasons``, R6), whether the caller's filters were dropped to find anything
+    (``filters_dropped``, R4), whether routing failed and every base was searched
+    (``routing_fallback``, R31), which queries ran and which the safety gate rejected
+    (``queries``, ``rejected_queries``, R45), and why nothing is returned when a corrective loop
+    refused weak context (``refused``, R44). It is a plain list for everything else."""
 
     def __init__(
         self,
@@ -79,10 +84,18 @@ class ResultList(list[T], Generic[T]):
         *,
         degraded_reasons: Iterable[str] = (),
         filters_dropped: bool = False,
+        routing_fallback: bool = False,
+        queries: Iterable[str] = (),
+        rejected_queries: Iterable[str] = (),
+        refused: str | None = None,
     ) -> None:
         super().__init__(items)
         self.degraded_reasons = tuple(degraded_reasons)
         self.filters_dropped = filters_dropped
+        self.routing_fallback = routing_fallback
+        self.queries = tuple(queries)
+        self.rejected_queries = tuple(rejected_queries)
+        self.refused = refused
 
     @property
     def degraded(self) -> bool:

@@ -7,17 +7,12 @@ raises, so the chain keeps the previous order and says so (R6).
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
-from typing import Any
 
-from ragspine.llm import LLMProvider
+from ragspine.llm import LLMProvider, json_list
 from ragspine.retrieval.link.snippet import Snippet
 from ragspine.retrieval.rerank.base import RerankError, ScoringReranker, open_positions
 from ragspine.retrieval.rerank.listwise_rerank import passages_prompt
-
-_JSON_LIST = re.compile(r"\[[^\[\]]*\]")
 
 FILTER_INSTRUCTIONS = (
     "You judge whether passages help answer a query. Reply with a JSON list of the numbers of "
@@ -28,18 +23,6 @@ SCORE_INSTRUCTIONS = (
     "fully). Reply with a JSON list of the grades, one per passage in the order given, such as "
     "[7, 0, 3]."
 )
-
-
-def json_list(answer: str) -> list[Any]:
-    """The last JSON list in a chat answer (models wrap answers in prose and code fences)."""
-    for candidate in reversed(_JSON_LIST.findall(answer if isinstance(answer, str) else "")):
-        try:
-            found = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(found, list):
-            return found
-    raise RerankError(f"the model answered without a JSON list: {str(answer)[:120]!r}")
 
 
 class LLMFilterReranker:
