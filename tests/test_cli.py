@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ragspine import Document, KnowledgeBase
 from ragspine.cli import main
 from tests.conftest import EXAMPLES
 
@@ -176,3 +177,33 @@ def test_r51_search_rerank_shows_the_rerank_score(
     assert main(args) == 0
     assert "rerank " in capsys.readouterr().out
     assert main(["search", "railway length", "--kb", str(kb_dir), "--rerank", "colbert"]) == 2
+
+
+def test_r40_search_with_a_glossary_and_clear_errors_for_bad_switches(
+    kb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    glossary = tmp_path / "glossary.json"
+    glossary.write_text(json.dumps({"pairs": [["railway", "铁路"]]}), encoding="utf-8")
+    assert main(["search", "railway length", "--kb", str(kb_dir), "--json",
+                 "--glossary", str(glossary)]) == 0  # fmt: skip
+    rewritten = json.loads(capsys.readouterr().out)
+    assert main(["search", "railway length", "--kb", str(kb_dir), "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    chinese = [r for r in rewritten if r["doc_id"].startswith("corpus/zh/")]
+    assert chinese and not any(r["doc_id"].startswith("corpus/zh/") for r in plain)  # via 铁路
+    assert main(["search", "x", "--kb", str(kb_dir), "--transform", "hyde"]) == 2  # no model
+    assert "RAGSPINE_LLM_BASE_URL" in capsys.readouterr().err
+    assert main(["search", "x", "--kb", str(kb_dir), "--glossary", str(tmp_path / "no")]) == 2
+
+
+def test_r31_cli_searches_several_knowledge_bases(
+    kb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "notes"
+    with KnowledgeBase(other) as kb:
+        kb.add_documents([Document("n1", "Railway length notes: the line is long.")])
+    assert main(["search", "railway length", "--kb", str(kb_dir), "--kb", str(other),
+                 "--json"]) == 0  # fmt: skip
+    results = json.loads(capsys.readouterr().out)
+    assert {r["library_id"] for r in results} == {kb_dir.name, "notes"}
+    assert main(["search", "x", "--kb", str(kb_dir), "--kb", str(other), "--doc-id", "a"]) == 2

@@ -335,3 +335,16 @@ def test_r6_a_knowledge_base_that_cannot_be_made_leaves_nothing_behind(tmp_path:
     with pytest.raises(InvalidArgumentError, match="stemmer"):
         KnowledgeBase(tmp_path / "empty", stemmer="klingon")
     assert (tmp_path / "empty").is_dir() and not any((tmp_path / "empty").iterdir())
+
+
+def test_r23_a_lexical_knowledge_base_stays_lexical_under_the_auto_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with KnowledgeBase(tmp_path / "kb", embedding="none") as kb:
+        kb.add_documents(DOCS)
+    monkeypatch.setenv("RAGSPINE_EMBEDDING", "auto")
+    with KnowledgeBase(tmp_path / "kb") as kb:
+        assert kb.embedding is None and kb.stats()["vectors"] is None
+    with KnowledgeBase(tmp_path / "kb", embedding="deterministic") as kb:  # asked by name
+        assert kb.embedding is not None
+        assert kb.search("ACME revenue", mode="hybrid")[0].scores["vector"] is not None

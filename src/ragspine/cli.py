@@ -12,7 +12,7 @@ import json
 import platform
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -144,14 +144,21 @@ def _render_snippet(rank: int, snippet: dict[str, Any]) -> str:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from ragspine.retrieval.multi_index import MultiIndexRetriever
     from ragspine.retrieval.query import make_query_pipeline
 
     spec = filters_from_expressions(args.filter)
-    if len(args.kb) > 1:
-        raise InvalidArgumentError("searching several knowledge bases at once is not wired yet")
-    with _open_kb(args.kb[0]) as kb:
+    if len(args.kb) > 1 and args.doc_id:
+        raise InvalidArgumentError("--doc-id scopes one knowledge base; give a single --kb")
+    with ExitStack() as stack:
+        kbs = {Path(p).name or p: stack.enter_context(_open_kb(p)) for p in args.kb}
+        if len(kbs) != len(args.kb):
+            raise InvalidArgumentError("each --kb needs a distinct folder name")
+        index: Any = next(iter(kbs.values()))
+        if len(kbs) > 1:
+            index = stack.enter_context(MultiIndexRetriever(kbs))
         pipeline = make_query_pipeline(
-            kb,
+            index,
             transform=args.transform,
             decompose=args.decompose or None,
             adaptive=args.adaptive,
@@ -160,18 +167,17 @@ def cmd_search(args: argparse.Namespace) -> int:
             deny_list=args.deny_list,
             num_queries=args.num_queries,
         )
-        try:
-            snippets = (pipeline or kb).search(
-                args.query,
-                top_k=args.top_k,
-                filters=spec,
-                doc_ids=args.doc_id if args.doc_id else None,
-                mode=args.mode,
-                rerank=args.rerank,
-            )
-        finally:
-            if pipeline is not None:
-                pipeline.close()
+        if pipeline is not None:
+            stack.callback(pipeline.close)
+        scope = {"doc_ids": args.doc_id} if args.doc_id else {}
+        snippets = (pipeline or index).search(
+            args.query,
+            top_k=args.top_k,
+            filters=spec,
+            mode=args.mode,
+            rerank=args.rerank,
+            **scope,
+        )
     _report_search(snippets)
     results = [s.to_dict() for s in snippets]
     if args.json:

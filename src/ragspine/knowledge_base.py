@@ -52,6 +52,8 @@ from ragspine.retrieval.vector.embedding_backends import (
 from ragspine.retrieval.vector.index import VectorIndex
 
 KB_FORMAT = 1
+NO_EMBEDDING = "none"
+NO_EMBEDDING_RECORD = {"spec": NO_EMBEDDING, "model_id": None, "dimension": 0, "tokenizer": None}
 CONFIG_FILE = "kb.json"
 STORE_FILE = "chunks.db"
 LEXICAL_DIR = "lexical"
@@ -248,11 +250,14 @@ class KnowledgeBase:
             spec = embedding or (
                 recorded["spec"] if recorded else embedding_settings().get("backend", "auto")
             )
+            if recorded and recorded["spec"] == NO_EMBEDDING and spec != NO_EMBEDDING:
+                recorded = None  # a lexical knowledge base asked, by name, for a model: adopt it
             if spec == "custom":
                 model = recorded["model_id"] if recorded else "?"
                 raise KnowledgeBaseError(
                     f"{self.path} uses the custom embedding model {model!r}; pass it as embedding="
                 )
+            asked = spec
             if spec == "auto" and not recorded:
                 texts = [c.text for c in self.store.iter_chunks()[:2000]]
                 if not texts:
@@ -261,8 +266,13 @@ class KnowledgeBase:
                 spec = auto_embedding_spec(texts)
             backend = make_embedding_backend(spec)
         else:
-            spec, backend = "custom", embedding
+            spec = asked = "custom"
+            backend = embedding
+            if recorded and recorded["spec"] == NO_EMBEDDING:
+                recorded = None
         if backend is None:
+            if asked == NO_EMBEDDING and not recorded:  # stays lexical, whatever the default
+                self._record(NO_EMBEDDING_RECORD)
             return None
         if recorded and (recorded["model_id"], recorded["dimension"]) != (
             backend.model_id,
@@ -285,12 +295,17 @@ class KnowledgeBase:
         return backend
 
     def _record_embedding(self, spec: str, backend: EmbeddingBackend) -> None:
-        self.config["embedding"] = {
-            "spec": spec,
-            "model_id": backend.model_id,
-            "dimension": backend.dimension,
-            "tokenizer": tokenizer_version(backend),
-        }
+        self._record(
+            {
+                "spec": spec,
+                "model_id": backend.model_id,
+                "dimension": backend.dimension,
+                "tokenizer": tokenizer_version(backend),
+            }
+        )
+
+    def _record(self, embedding: dict[str, Any]) -> None:
+        self.config["embedding"] = embedding
         (self.path / CONFIG_FILE).write_text(
             json.dumps(self.config, indent=2) + "\n", encoding="utf-8"
         )

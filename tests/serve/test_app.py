@@ -44,7 +44,7 @@ def keys(root: Path) -> dict[str, str]:
         "cleared": create_key(root, "--kb", "alpha", "--read", "--clearance", "restricted"),
         "writer": create_key(root, "--kb", "alpha,gamma", "--read", "--write"),
         "beta": create_key(root, "--kb", "beta"),
-        "admin": create_key(root, "--kb", "*", "--write", "--clearance", "restricted"),
+        "admin": create_key(root, "--kb", "*", "--read", "--write", "--clearance", "restricted"),
     }
 
 
@@ -123,7 +123,8 @@ def test_r1_deleting_a_restricted_document_without_clearance_is_not_found(
 
 def test_r91_search_returns_link_snippets_with_every_score(api: str, keys: dict[str, str]) -> None:
     body = search(api, keys["reader"], top_k=2, filters={"year": {"gte": 2021}}).json()
-    assert set(body) == {"results", "degraded", "degraded_reasons", "filters_dropped", "timing_ms"}
+    assert set(body) == {"results", "degraded", "degraded_reasons", "filters_dropped",
+                         "routing_fallback", "timing_ms"}  # fmt: skip
     assert not body["degraded"] and not body["filters_dropped"] and body["timing_ms"] > 0
     top = body["results"][0]
     assert {"text", "doc_id", "chunk_id", "title", "source_locator", "sensitivity",
@@ -287,3 +288,17 @@ def test_r12_concurrent_ingest_and_search_never_see_a_half_written_version(
         thread.join()
     assert not failures, failures[:5]
     assert len({v for s in seen for v in s}) > 2  # the searches really ran during the rewrites
+
+
+def test_r31_one_search_over_several_knowledge_bases(api: str, keys: dict[str, str]) -> None:
+    body = {"kbs": ["alpha", "beta"], "query": "solar panels ACME revenue", "top_k": 10}
+    found = call(api, "POST", "/v1/search", keys["admin"], json=body).json()
+    assert {r["library_id"] for r in found["results"]} == {"alpha", "beta"}
+    assert not found["routing_fallback"] and not found["degraded"]
+    assert call(api, "POST", "/v1/search", keys["reader"], json=body).status_code == 403
+    secret = {"kbs": ["alpha"], "query": SECRET, "top_k": 50}
+    assert "zqxmarker" not in call(api, "POST", "/v1/search", keys["reader"], json=secret).text
+    assert (
+        call(api, "POST", "/v1/search", keys["admin"], json={"kbs": [], "query": "x"}).status_code
+        == 422
+    )

@@ -32,7 +32,8 @@ from ragspine import __version__
 from ragspine.errors import InvalidArgumentError, KnowledgeBaseError, RagspineError
 from ragspine.ingest import Document
 from ragspine.knowledge_base import KnowledgeBase, delete_knowledge_base, is_knowledge_base
-from ragspine.retrieval.link.narrative_link import search_with_retry, snippet_dict
+from ragspine.retrieval.link.narrative_link import SearchIndex, search_with_retry, snippet_dict
+from ragspine.retrieval.multi_index import MultiIndexRetriever
 from ragspine.retrieval.sensitivity import is_restricted
 from ragspine.serve.jobs import JobQueue
 from ragspine.serve.keys import Access, KeyStore, is_kb_name
@@ -76,6 +77,10 @@ class SearchRequest(BaseModel):
     mode: str | None = None
     rerank: str | None = None
     retry_without_filters: bool = True
+
+
+class MultiSearchRequest(SearchRequest):
+    kbs: list[str] = Field(min_length=1, max_length=32)
 
 
 class Service:
@@ -307,31 +312,15 @@ def create_app(kb_root: str | Path, *, auth: bool = True) -> FastAPI:
 
     @app.post("/v1/kbs/{kb}/search", tags=["search"])
     def search(kb: str, body: SearchRequest, access: Auth) -> dict[str, Any]:
-        knowledge_base = service.kb(kb, access)
-        start = time.perf_counter()
-        found = search_with_retry(
-            knowledge_base,
-            body.query,
-            top_k=body.top_k,
-            filters=body.filters,
-            doc_ids=body.doc_ids,
-            mode=body.mode,
-            rerank=body.rerank,
-            include_restricted=access.clearance,
-            retry_without_filters=body.retry_without_filters,
-        )
-        results = [
-            snippet_dict(s, filters_dropped=found.filters_dropped)
-            for s in found
-            if access.clearance or not is_restricted(s.sensitivity)
-        ]
-        return {
-            "results": results,
-            "degraded": found.degraded,
-            "degraded_reasons": list(found.degraded_reasons),
-            "filters_dropped": found.filters_dropped,
-            "timing_ms": round(1000 * (time.perf_counter() - start), 3),
-        }
+        return _search(service.kb(kb, access), body, access, doc_ids=body.doc_ids)
+
+    @app.post("/v1/search", tags=["search"])
+    def search_many(body: MultiSearchRequest, access: Auth) -> dict[str, Any]:
+        """One query over several knowledge bases at once, fused by RRF; every result names
+        its ``library_id`` (R31)."""
+        bases = {name: service.kb(name, access) for name in dict.fromkeys(body.kbs)}
+        with MultiIndexRetriever(bases) as multi:
+            return _search(multi, body, access)
 
     if (STATIC / "index.html").is_file():
         app.mount("/static", StaticFiles(directory=STATIC), name="static")
@@ -341,6 +330,37 @@ def create_app(kb_root: str | Path, *, auth: bool = True) -> FastAPI:
             return FileResponse(STATIC / "index.html")
 
     return app
+
+
+def _search(
+    index: SearchIndex, body: SearchRequest, access: Access, doc_ids: list[str] | None = None
+) -> dict[str, Any]:
+    """The search response; RESTRICTED chunks only for a key with clearance (R1: the service's
+    exit), filters dropped only when the request allows it (R4)."""
+    start = time.perf_counter()
+    found = search_with_retry(
+        index,
+        body.query,
+        top_k=body.top_k,
+        filters=body.filters,
+        doc_ids=doc_ids,
+        mode=body.mode,
+        rerank=body.rerank,
+        include_restricted=access.clearance,
+        retry_without_filters=body.retry_without_filters,
+    )
+    return {
+        "results": [
+            snippet_dict(s, filters_dropped=found.filters_dropped)
+            for s in found
+            if access.clearance or not is_restricted(s.sensitivity)
+        ],
+        "degraded": found.degraded,
+        "degraded_reasons": list(found.degraded_reasons),
+        "filters_dropped": found.filters_dropped,
+        "routing_fallback": found.routing_fallback,
+        "timing_ms": round(1000 * (time.perf_counter() - start), 3),
+    }
 
 
 def _uploads(root: Path) -> Path:

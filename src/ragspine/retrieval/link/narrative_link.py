@@ -41,7 +41,6 @@ class SearchIndex(Protocol):
         *,
         top_k: int = ...,
         filters: Mapping[str, Any] | None = ...,
-        doc_ids: Sequence[str] | None = ...,
         mode: str | None = ...,
         rerank: str | Reranker | None = ...,
         include_restricted: bool = ...,
@@ -63,15 +62,17 @@ def search_with_retry(
     """A search that, when the filters match nothing and a retry is allowed, runs once more
     without them and says so in ``filters_dropped`` (R4); the scope (``doc_ids``) is kept."""
 
+    scope = {} if doc_ids is None else {"doc_ids": doc_ids}  # several bases have no scope
+
     def run(active: Mapping[str, Any] | None) -> ResultList[Snippet]:
         return index.search(
             query,
             top_k=top_k,
             filters=active,
-            doc_ids=doc_ids,
             mode=mode,
             rerank=rerank,
             include_restricted=include_restricted,
+            **scope,
         )
 
     found = run(filters)

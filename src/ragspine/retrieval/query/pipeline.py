@@ -21,8 +21,8 @@ from ragspine.errors import InvalidArgumentError
 from ragspine.llm import LLMError, LLMProvider
 from ragspine.retrieval.filters import MetadataFilter, parse_filters
 from ragspine.retrieval.hybrid import RERANK_DEPTH
-from ragspine.retrieval.lexical.fusion import rrf_fuse
 from ragspine.retrieval.link.snippet import ResultList, Snippet
+from ragspine.retrieval.multi_index import Found, Scored, fuse_rrf, rank_key
 from ragspine.retrieval.query.gate import SafetyGate
 from ragspine.retrieval.query.glossary import GlossaryQueryRewriter, first_of_each
 from ragspine.retrieval.query.transforms import (
@@ -86,29 +86,25 @@ class _Run:
     degraded: list[str] = field(default_factory=list)
 
 
-def _key(snippet: Snippet) -> str:
-    return f"{snippet.library_id or ''}\x00{snippet.chunk_id}"
-
-
 def fuse_results(lists: Sequence[Sequence[Snippet]], top_k: int, how: str = "rrf") -> list[Snippet]:
-    """One ranking from several: RRF over the lists (``how="rrf"``) or each snippet's best
-    ``fused`` score in any list (``"max"``); ties by the snippet key."""
+    """One ranking from several: RRF over the lists (``how="rrf"``), or each snippet's best
+    ``fused`` score in any list (``"max"``); keyed and tie-broken as across knowledge bases."""
     if len(lists) == 1:
         return list(lists[0][:top_k])
-    first: dict[str, Snippet] = {}
-    for results in lists:
-        for snippet in results:
-            first.setdefault(_key(snippet), snippet)
-    if how == "max":
-        scores: dict[str, float] = {}
-        for results in lists:
-            for snippet in results:
-                value = snippet.scores.get("fused") or 0.0
-                scores[_key(snippet)] = max(scores.get(_key(snippet), value), value)
-    else:
-        scores = rrf_fuse([_key(s) for s in results] for results in lists)
-    order = sorted(scores, key=lambda k: (-scores[k], k))[:top_k]
-    return [first[k].with_scores(fused=scores[k]) for k in order]
+    found = [[(s.library_id or "", s) for s in results] for results in lists]
+    scored = fuse_rrf(found) if how == "rrf" else _best_of(found)
+    return [s.with_scores(fused=score) for score, _, s in sorted(scored, key=rank_key)[:top_k]]
+
+
+def _best_of(lists: Sequence[Sequence[Found]]) -> list[Scored]:
+    best: dict[tuple[str, str], Scored] = {}
+    for found in lists:
+        for name, snippet in found:
+            scored = (snippet.scores.get("fused") or 0.0, name, snippet)
+            held = best.get((name, snippet.chunk_id))
+            if held is None or scored[0] > held[0]:
+                best[(name, snippet.chunk_id)] = scored
+    return list(best.values())
 
 
 class QueryPipeline:

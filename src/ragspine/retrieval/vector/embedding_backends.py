@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragspine.errors import InvalidArgumentError, RagspineError
+from ragspine.http_retry import RetryingJsonClient
 from ragspine.retrieval.lexical.tokenizer import TOKENIZER_VERSION, has_cjk, tokenize
 
 FloatMatrix = npt.NDArray[np.float32]
@@ -266,8 +267,12 @@ def bundled_minilm(**options: Any) -> OnnxEmbeddingBackend:
 
 
 # --------------------------------------------------------------------- OpenAI API
-class OpenAIEmbeddingBackend:
-    """Any OpenAI-compatible ``POST {base_url}/embeddings`` (OpenAI, vLLM, TEI, llama.cpp)."""
+class OpenAIEmbeddingBackend(RetryingJsonClient):
+    """Any OpenAI-compatible ``POST {base_url}/embeddings`` (OpenAI, vLLM, TEI, llama.cpp), over
+    one pooled connection, with bounded retries inside ``timeout``."""
+
+    max_retries = 2
+    backoff = 0.5
 
     def __init__(
         self,
@@ -284,7 +289,7 @@ class OpenAIEmbeddingBackend:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.model_id = f"openai:{model}"
-        self.api_key = api_key
+        self.api_key = api_key or ""
         self.timeout = timeout
         self.batch_size = batch_size
         self._dimension = dimension
@@ -292,25 +297,17 @@ class OpenAIEmbeddingBackend:
     @property
     def dimension(self) -> int:
         if self._dimension is None:
-            self._dimension = len(self._post(["dimension probe"])[0])
+            self._dimension = len(self._embed(["dimension probe"])[0])
         return self._dimension
 
-    def _post(self, texts: list[str]) -> list[list[float]]:
-        import httpx
-
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+    def _embed(self, texts: list[str]) -> list[list[float]]:
+        url = f"{self.base_url}/embeddings"
+        reply = self._post(url, {"model": self.model, "input": texts}, EmbeddingError)
         try:
-            response = httpx.post(
-                f"{self.base_url}/embeddings",
-                json={"model": self.model, "input": texts},
-                headers=headers,
-                timeout=self.timeout,
-            )
-            response.raise_for_status()
-            data = sorted(response.json()["data"], key=lambda item: item["index"])
+            data = sorted(reply["data"], key=lambda item: item["index"])
             vectors = [[float(x) for x in item["embedding"]] for item in data]
-        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
-            raise EmbeddingError(f"{self.base_url}/embeddings failed: {exc}") from exc
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EmbeddingError(f"{url} sent no embeddings: {str(reply)[:200]!r}") from exc
         if len(vectors) != len(texts):
             raise EmbeddingError(
                 f"{self.base_url}/embeddings returned {len(vectors)} vectors for {len(texts)} texts"
@@ -320,7 +317,7 @@ class OpenAIEmbeddingBackend:
     def embed_texts(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
-            vectors.extend(self._post(list(texts[start : start + self.batch_size])))
+            vectors.extend(self._embed(list(texts[start : start + self.batch_size])))
         return vectors
 
 
