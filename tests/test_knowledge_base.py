@@ -348,3 +348,37 @@ def test_r23_a_lexical_knowledge_base_stays_lexical_under_the_auto_default(
     with KnowledgeBase(tmp_path / "kb", embedding="deterministic") as kb:  # asked by name
         assert kb.embedding is not None
         assert kb.search("ACME revenue", mode="hybrid")[0].scores["vector"] is not None
+
+
+@pytest.mark.parametrize("options", [{"include_restricted": False}, {"filters": {"year": 2024}}])
+def test_r12_concurrent_rewrites_never_hide_a_document_from_a_masked_search(
+    tmp_path: Path, options: dict[str, object]
+) -> None:
+    """Masks (clearance, filters) are made before ranking; a rewrite whose rows reach the index
+    in between must not make the document vanish from the answer."""
+    import threading
+
+    def text(n: int) -> str:
+        return "\n\n".join(f"Livedoc paragraph {p} of release v{n:03d}. " * 6 for p in range(3))
+
+    with KnowledgeBase(tmp_path / "kb") as kb:
+        kb.add_documents([Document(f"o{i}", f"other note {i}", metadata={"year": 2024})
+                          for i in range(5)])  # fmt: skip
+        kb.add_documents([Document("livedoc", text(0), metadata={"year": 2024})])
+        missing: list[int] = []
+        done = threading.Event()
+
+        def searcher() -> None:
+            while not done.is_set():
+                found = kb.search("livedoc paragraph release", top_k=20, **options)  # type: ignore[arg-type]
+                missing.extend([1] if not any(s.doc_id == "livedoc" for s in found) else [])
+
+        threads = [threading.Thread(target=searcher) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for n in range(1, 60):
+            kb.add_documents([Document("livedoc", text(n), metadata={"year": 2024})])
+        done.set()
+        for thread in threads:
+            thread.join()
+    assert not missing

@@ -52,6 +52,10 @@ from ragspine.retrieval.vector.embedding_backends import (
 from ragspine.retrieval.vector.index import VectorIndex
 
 KB_FORMAT = 1
+_ALWAYS = 2**62  # "complete for every generation": no mask to go stale
+# A filtered search ranks again (up to this many times in all) when a concurrent writer's rows
+# reached the index after its mask was made, so a rewrite never hides a document (R12).
+_CONSISTENT_ATTEMPTS = 3
 NO_EMBEDDING = "none"
 NO_EMBEDDING_RECORD = {"spec": NO_EMBEDDING, "model_id": None, "dimension": 0, "tokenizer": None}
 CONFIG_FILE = "kb.json"
@@ -59,9 +63,6 @@ STORE_FILE = "chunks.db"
 LEXICAL_DIR = "lexical"
 VECTOR_DIR = "vectors"
 _WRITE_BATCH = 256
-# A search whose chunks were replaced between ranking and fetching runs again (up to this many
-# times in all), so a concurrent rewrite never leaves a document out of the answer.
-_SNAPSHOT_ATTEMPTS = 3
 
 Progress = Callable[[int, int, str], None]
 log = logging.getLogger(__name__)
@@ -534,27 +535,28 @@ class KnowledgeBase:
 
     def _allowed_mask(
         self, spec: MetadataFilter, doc_ids: Sequence[str] | None, include_restricted: bool
-    ) -> np.ndarray | None:
+    ) -> tuple[np.ndarray | None, int]:
         """Slots that pass the filters, scope and clearance, resolved by the store before any
-        scoring."""
+        scoring, and the generation the mask is complete for (every row written by then)."""
         if not spec.conditions and doc_ids is None:
-            return None if include_restricted else self._open_mask()
+            return (None, _ALWAYS) if include_restricted else self._open_mask()
         where, params = spec.to_sql()
-        return _row_mask(
-            self.store.active_row_ids(where, params, doc_ids, include_restricted=include_restricted)
+        complete_through = self.store.generation
+        rows = self.store.matching_row_ids(
+            where, params, doc_ids, include_restricted=include_restricted
         )
+        return _row_mask(rows), complete_through
 
-    def _open_mask(self) -> np.ndarray:
+    def _open_mask(self) -> tuple[np.ndarray, int]:
         """The slots of every chunk that is not RESTRICTED, cached per store generation (the
         link asks for it on every query)."""
         generation = self.store.generation
         cached = self._open_cache
-        if cached is not None and cached[0] == generation:
-            return cached[1]
-        mask = _row_mask(self.store.active_row_ids(include_restricted=False))
-        mask.setflags(write=False)  # shared between queries
-        self._open_cache = (generation, mask)
-        return mask
+        if cached is None or cached[0] != generation:
+            mask = _row_mask(self.store.matching_row_ids(include_restricted=False))
+            mask.setflags(write=False)  # shared between queries
+            self._open_cache = cached = (generation, mask)
+        return cached[1], cached[0]
 
     def retrieve(
         self,
@@ -583,21 +585,26 @@ class KnowledgeBase:
             raise InvalidArgumentError(f"doc_ids must be a list of document ids, got {doc_ids!r}")
         channels = self._channels(mode)
         spec = parse_filters(filters)
-        lagging = self._sync_index()
-        allowed = self._allowed_mask(spec, doc_ids, include_restricted)
-        if allowed is not None and not allowed.any():
-            return empty_ranking()
-        groups, names = self._document_groups() if per_document else (None, [])
-        if lagging is not None and "vector" in channels:
-            channels = ("bm25",)  # the model failed while catching up: degrade, visibly (R6)
-        ranking = self._retriever.search(
-            query, top_k, channels=channels, allowed=allowed, groups=groups
-        )
+        for _ in range(_CONSISTENT_ATTEMPTS):
+            first_generation = self.store.generation
+            lagging = self._sync_index()
+            allowed, complete_through = self._allowed_mask(spec, doc_ids, include_restricted)
+            if allowed is not None and not allowed.any():
+                return empty_ranking()
+            groups, names = self._document_groups() if per_document else (None, [])
+            if lagging is not None and "vector" in channels:
+                channels = ("bm25",)  # the model failed while catching up: degrade, visibly (R6)
+            ranking = self._retriever.search(
+                query, top_k, channels=channels, allowed=allowed, groups=groups
+            )
+            if self._index.generation <= complete_through:
+                break  # else a writer's rows reached the index after the mask was made: again
         if groups is not None:
             ranking = replace(ranking, doc_ids=[names[g] for g in groups[ranking.slots].tolist()])
         if lagging is not None and ranking.degraded is None:
             ranking = replace(ranking, degraded=f"vector channel unavailable: {lagging}")
-        return ranking
+        # the index state that ranked lies between these generations (writers may have moved on)
+        return replace(ranking, generations=(first_generation, self._index.generation))
 
     def _document_groups(self) -> tuple[np.ndarray, list[str]]:
         """Document number per store row (for per-document rankings), cached per generation."""
@@ -636,18 +643,15 @@ class KnowledgeBase:
         chain = self._reranker if rerank is None else self._reranker_for(rerank)
         _check_top_k(top_k)
         depth = top_k if chain is None else max(top_k, RERANK_DEPTH)
-        for _ in range(_SNAPSHOT_ATTEMPTS):
-            ranking = self.retrieve(
-                query,
-                top_k=depth,
-                filters=filters,
-                doc_ids=doc_ids,
-                mode=mode,
-                include_restricted=include_restricted,
-            )
-            snippets = self.snippets(ranking)
-            if len(snippets) == len(ranking):
-                break  # else a writer retired some of them meanwhile: rank the new version
+        ranking = self.retrieve(
+            query,
+            top_k=depth,
+            filters=filters,
+            doc_ids=doc_ids,
+            mode=mode,
+            include_restricted=include_restricted,
+        )
+        snippets = self.snippets(ranking)
         reasons = [] if ranking.degraded is None else [ranking.degraded]
         if chain is not None:
             outcome = chain.apply(query, snippets)
@@ -656,9 +660,13 @@ class KnowledgeBase:
         return ResultList(snippets[:top_k], degraded_reasons=reasons)
 
     def snippets(self, ranking: Ranking) -> list[Snippet]:
-        """The snippets of a ranking, in its order."""
-        chunks = self.store.fetch_active(ranking.slots)
-        # a chunk retired between the index read and the fetch is absent: never return it
+        """The snippets of a ranking, in its order, as they were when it was ranked: a chunk a
+        concurrent writer replaced since is still the version the ranking scored, so a search
+        never returns a document half-written, or not at all, while it is rewritten (R12)."""
+        if ranking.generations is None:
+            chunks = self.store.fetch_active(ranking.slots)
+        else:
+            chunks = self.store.fetch_live(ranking.slots, *ranking.generations)
         return [
             Snippet.from_chunk(chunks[slot], ranking.scores_at(i))
             for i, slot in enumerate(ranking.slots)

@@ -124,6 +124,7 @@ class Ranking:
     scores: dict[str, list[float | None]]  # stage name -> one score per position
     doc_ids: list[str] | None = None  # filled for per-document rankings
     degraded: str | None = None  # why a stage fell back, when one did
+    generations: tuple[int, int] | None = None  # store generations the ranking's state lies in
 
     def __len__(self) -> int:
         return len(self.slots)

@@ -410,19 +410,35 @@ class ChunkStore:
 
     def fetch_active(self, row_ids: Sequence[int]) -> dict[int, StoredChunk]:
         """Active chunks by row id; inactive or unknown ids are simply absent."""
+        return self._fetch(row_ids, "active = 1", ())
+
+    def fetch_live(
+        self, row_ids: Sequence[int], first_generation: int, last_generation: int
+    ) -> dict[int, StoredChunk]:
+        """Chunks by row id that were live at some generation in ``[first, last]``: written by
+        ``last`` and not retired by ``first`` (a snapshot read for an index state in between)."""
+        return self._fetch(
+            row_ids,
+            "created_gen <= ? AND (retired_gen IS NULL OR retired_gen > ?)",
+            (last_generation, first_generation),
+        )
+
+    def _fetch(
+        self, row_ids: Sequence[int], condition: str, params: Sequence[Any]
+    ) -> dict[int, StoredChunk]:
         found: dict[int, StoredChunk] = {}
         with self._lock:
             for start in range(0, len(row_ids), 500):
                 batch = list(row_ids[start : start + 500])
                 rows = self._conn.execute(
-                    f"SELECT {_SELECT_CHUNK} FROM {CHUNK_TABLE} WHERE active = 1 AND row_id IN "
+                    f"SELECT {_SELECT_CHUNK} FROM {CHUNK_TABLE} WHERE {condition} AND row_id IN "
                     f"({', '.join('?' * len(batch))})",
-                    batch,
+                    [*params, *batch],
                 ).fetchall()
                 found.update((r[0], _chunk_from_row(r)) for r in rows)
         return found
 
-    def active_row_ids(
+    def matching_row_ids(
         self,
         where_sql: str = "1",
         params: Sequence[Any] = (),
@@ -430,9 +446,13 @@ class ChunkStore:
         *,
         include_restricted: bool = True,
     ) -> list[int]:
-        """Row ids of active chunks matching a compiled filter and an optional document scope,
-        RESTRICTED ones left out unless ``include_restricted``."""
-        sql = f"SELECT row_id FROM {CHUNK_TABLE} WHERE active = 1 AND ({where_sql})"
+        """Row ids, of every version, matching a compiled filter and an optional document scope,
+        RESTRICTED ones left out unless ``include_restricted``.
+
+        Rows never change once written, so this set only grows: a mask built from it is valid
+        for every later index state, whose live set says which versions count (R12).
+        """
+        sql = f"SELECT row_id FROM {CHUNK_TABLE} WHERE ({where_sql})"
         if not include_restricted:
             sql += " AND NOT is_restricted(sensitivity)"
         args = list(params)
