@@ -207,3 +207,13 @@ def test_r31_cli_searches_several_knowledge_bases(
     results = json.loads(capsys.readouterr().out)
     assert {r["library_id"] for r in results} == {kb_dir.name, "notes"}
     assert main(["search", "x", "--kb", str(kb_dir), "--kb", str(other), "--doc-id", "a"]) == 2
+
+
+def test_r60_search_postprocess_compresses_into_prompt_text(
+    kb_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["search", "railway length", "--kb", str(kb_dir), "--json"]
+    assert main([*args, "--postprocess", "lost_in_middle,compress"]) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert results and all("prompt_text" in r for r in results)
+    assert main([*args, "--postprocess", "shrink"]) == 2

@@ -145,6 +145,7 @@ def _render_snippet(rank: int, snippet: dict[str, Any]) -> str:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from ragspine.retrieval.multi_index import MultiIndexRetriever
+    from ragspine.retrieval.postprocess import make_postprocessor
     from ragspine.retrieval.query import make_query_pipeline
 
     spec = filters_from_expressions(args.filter)
@@ -178,6 +179,9 @@ def cmd_search(args: argparse.Namespace) -> int:
             rerank=args.rerank,
             **scope,
         )
+        post = make_postprocessor(args.postprocess, embedding=next(iter(kbs.values())).embedding)
+        if post is not None:
+            snippets = snippets.with_items(post.process(args.query, list(snippets)))
     _report_search(snippets)
     results = [s.to_dict() for s in snippets]
     if args.json:
@@ -426,6 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="grade, then drop filters, rewrite, refuse (≤ 2 rounds)")  # fmt: skip
     search.add_argument("--deny-list", default=None, metavar="FILE",
                         help="generated queries matching it never run")  # fmt: skip
+    search.add_argument("--postprocess", default=None, metavar="SPEC",
+                        help="mmr, lost_in_middle, compress (in this order)")  # fmt: skip
     search.add_argument("--json", action="store_true")
     search.set_defaults(func=cmd_search)
 

@@ -153,3 +153,8 @@ def switch(value: str | bool | None) -> bool:
     if isinstance(value, bool):
         return value
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def postprocess_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``RAGSPINE_POSTPROCESSOR``: the post-processing chain, empty when unset."""
+    return _present({"spec": "RAGSPINE_POSTPROCESSOR"}, environ)

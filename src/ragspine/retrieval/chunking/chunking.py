@@ -85,7 +85,9 @@ def _paragraph_spans(text: str) -> list[tuple[int, int]]:
     return [(s, e) for s, e in spans if e > s]
 
 
-def _sentence_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+    """The sentences of ``text[start:end]`` as spans (ends: 。！？； and . ! ? ; before a space)."""
+    end = len(text) if end is None else end
     spans: list[tuple[int, int]] = []
     pos = start
     for match in _SENTENCE_END.finditer(text, start, end):
@@ -119,7 +121,7 @@ def _hard_cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int
 def _split_long_paragraph(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
     """Sentences (hard-cut when needed), packed greedily; the pieces never overlap."""
     units: list[tuple[int, int]] = []
-    for s, e in _sentence_spans(text, start, end):
+    for s, e in sentence_spans(text, start, end):
         units.extend(_hard_cut(text, s, e, max_chars) if e - s > max_chars else [(s, e)])
     pieces: list[tuple[int, int]] = []
     for s, e in units:
@@ -133,7 +135,7 @@ def _split_long_paragraph(text: str, start: int, end: int, max_chars: int) -> li
 def _overlap_start(text: str, prev: tuple[int, int], end: int, max_chars: int, overlap: int) -> int:
     """Earliest sentence start in the tail of ``prev`` that fits both budgets, else ``-1``."""
     lo = max(prev[0], prev[1] - overlap)
-    for s, _ in _sentence_spans(text, prev[0], prev[1]):
+    for s, _ in sentence_spans(text, prev[0], prev[1]):
         if s >= lo and end - s <= max_chars:
             return s
     return -1

@@ -16,6 +16,7 @@ from ragspine.knowledge_base import STORE_FILE, KnowledgeBase, is_knowledge_base
 from ragspine.llm import LLMProvider
 from ragspine.retrieval.link.snippet import ResultList, Snippet
 from ragspine.retrieval.postprocess.base import Postprocessor
+from ragspine.retrieval.postprocess.factory import make_postprocessor
 from ragspine.retrieval.rerank.base import RerankChain, Reranker
 from ragspine.retrieval.rerank.listwise_rerank import ListwiseReranker, ProviderListwiseJudge
 from ragspine.retrieval.sensitivity import is_restricted
@@ -183,7 +184,7 @@ def build_narrative_retriever(
     *,
     embedding_backend: EmbeddingBackend | str | None = None,
     reranker: str | Reranker | None = None,
-    postprocessor: Postprocessor | None = None,
+    postprocessor: Postprocessor | str | None = None,
     retry_without_filters: bool = True,
     mode: str | None = None,
 ) -> tuple[NarrativeIndexRetriever, KnowledgeBase]:
@@ -195,6 +196,12 @@ def build_narrative_retriever(
     if reranker is None and provider is not None:
         reranker = RerankChain([ListwiseReranker(ProviderListwiseJudge(provider))])
     kb = KnowledgeBase(_knowledge_base_dir(chunk_db), create=False, embedding=embedding_backend)
+    if postprocessor is None or isinstance(postprocessor, str):
+        try:  # a spec (default RAGSPINE_POSTPROCESSOR); MMR compares with the base's own model
+            postprocessor = make_postprocessor(postprocessor, embedding=kb.embedding)
+        except Exception:
+            kb.close()
+            raise
     retriever = NarrativeIndexRetriever(
         kb,
         retry_without_filters=retry_without_filters,

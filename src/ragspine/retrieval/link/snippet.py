@@ -29,6 +29,7 @@ class Snippet:
     metadata: dict[str, Any] = field(default_factory=dict)
     scores: dict[str, float | None] = field(default_factory=dict)
     library_id: str | None = None  # the knowledge base it came from, in multi-base searches
+    prompt_text: str | None = None  # what a prompt should show instead of text; never cited
 
     @classmethod
     def from_chunk(cls, chunk: StoredChunk, scores: dict[str, float | None]) -> Snippet:
@@ -67,6 +68,7 @@ class Snippet:
             "metadata": dict(sorted(self.metadata.items())),
             "scores": dict(self.scores),
             **({} if self.library_id is None else {"library_id": self.library_id}),
+            **({} if self.prompt_text is None else {"prompt_text": self.prompt_text}),
         }
 
 
@@ -100,3 +102,15 @@ class ResultList(list[T], Generic[T]):
     @property
     def degraded(self) -> bool:
         return bool(self.degraded_reasons)
+
+    def with_items(self, items: Iterable[T]) -> ResultList[T]:
+        """Other items, the same facts about how they were found."""
+        return ResultList(
+            items,
+            degraded_reasons=self.degraded_reasons,
+            filters_dropped=self.filters_dropped,
+            routing_fallback=self.routing_fallback,
+            queries=self.queries,
+            rejected_queries=self.rejected_queries,
+            refused=self.refused,
+        )

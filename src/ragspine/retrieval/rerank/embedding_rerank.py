@@ -22,7 +22,7 @@ from ragspine.retrieval.vector.embedding_backends import EmbeddingBackend, embed
 CACHE_SIZE = 20_000
 
 
-def _unit_range(values: np.ndarray) -> np.ndarray:
+def unit_range(values: np.ndarray) -> np.ndarray:
     span = float(values.max() - values.min()) if values.size else 0.0
     return (values - values.min()) / span if span > 0 else np.zeros_like(values)
 
@@ -63,5 +63,5 @@ class EmbeddingReranker(ScoringReranker):
     def score(self, query: str, results: Sequence[Snippet]) -> list[float]:
         query_vector = embed_matrix(self.backend, [query], kind="query")[0]
         cosine = self._passage_vectors([s.text for s in results]) @ query_vector
-        combined = _unit_range(prior_scores(results)) + _unit_range(cosine.astype(np.float64))
+        combined = unit_range(prior_scores(results)) + unit_range(cosine.astype(np.float64))
         return [float(x) for x in combined]
