@@ -144,6 +144,7 @@ def _render_snippet(rank: int, snippet: dict[str, Any]) -> str:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from ragspine.retrieval.hybrid import RERANK_DEPTH
     from ragspine.retrieval.multi_index import MultiIndexRetriever
     from ragspine.retrieval.postprocess import make_postprocessor
     from ragspine.retrieval.query import make_query_pipeline
@@ -171,17 +172,18 @@ def cmd_search(args: argparse.Namespace) -> int:
         if pipeline is not None:
             stack.callback(pipeline.close)
         scope = {"doc_ids": args.doc_id} if args.doc_id else {}
+        post = make_postprocessor(args.postprocess, embedding=next(iter(kbs.values())).embedding)
+        depth = args.top_k if post is None else max(args.top_k, RERANK_DEPTH)
         snippets = (pipeline or index).search(
             args.query,
-            top_k=args.top_k,
+            top_k=depth,
             filters=spec,
             mode=args.mode,
             rerank=args.rerank,
             **scope,
         )
-        post = make_postprocessor(args.postprocess, embedding=next(iter(kbs.values())).embedding)
         if post is not None:
-            snippets = snippets.with_items(post.process(args.query, list(snippets)))
+            snippets = snippets.with_items(post.process(args.query, list(snippets), args.top_k))
     _report_search(snippets)
     results = [s.to_dict() for s in snippets]
     if args.json:

@@ -108,7 +108,7 @@ def test_r70_a_postprocessor_runs_on_open_snippets_only(kb: KnowledgeBase) -> No
         def __init__(self) -> None:
             self.seen: list[str] = []
 
-        def process(self, query: str, snippets: list[Snippet]) -> list[Snippet]:
+        def process(self, query: str, snippets: list[Snippet], top_k: int) -> list[Snippet]:
             self.seen.extend(s.sensitivity for s in snippets)
             return snippets[:1]
 

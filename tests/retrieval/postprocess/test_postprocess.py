@@ -44,7 +44,7 @@ def test_r5_nothing_named_means_no_post_processing() -> None:
 
 def test_r60_lost_in_the_middle_puts_the_best_at_both_ends() -> None:
     results = [snippet(i) for i in range(6)]
-    assert ids(LostInTheMiddle().process("q", results)) == [
+    assert ids(LostInTheMiddle().process("q", [*results, snippet(9)], 6)) == [
         "c000", "c002", "c004", "c005", "c003", "c001",
     ]  # fmt: skip
 
@@ -53,15 +53,16 @@ def test_r60_mmr_pushes_near_duplicates_down() -> None:
     texts = ["solar panels on roofs", "solar panels on roofs today", "wind turbines at sea",
              "hydro dams in valleys"]  # fmt: skip
     results = [snippet(i, t, fused=1.0 - i / 10) for i, t in enumerate(texts)]
-    diverse = MMR(DeterministicEmbedding(), lambda_=0.5).process("energy", results)
+    diverse = MMR(DeterministicEmbedding(), lambda_=0.5).process("energy", results, 4)
     assert ids(diverse)[0] == "c000" and ids(diverse).index("c001") == 3
-    assert MMR(DeterministicEmbedding(), lambda_=1.0).process("energy", results) == results
+    assert "c001" not in ids(MMR(DeterministicEmbedding(), lambda_=0.5).process("e", results, 3))
+    assert MMR(DeterministicEmbedding(), lambda_=1.0).process("energy", results, 4) == results
 
 
 @given(st.text(min_size=0, max_size=600), st.integers(20, 400))
 def test_r2_compression_only_fills_prompt_text(text: str, budget: int) -> None:
     original = snippet(0, text or "x")
-    (compressed,) = ExtractiveCompressor(budget_chars=budget).process("solar wind", [original])
+    (compressed,) = ExtractiveCompressor(budget_chars=budget).process("solar wind", [original], 5)
     assert compressed.text == original.text
     assert compressed.source_locator == original.source_locator
     assert compressed.prompt_text is not None

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from ragspine.errors import KnowledgeBaseError
 from ragspine.knowledge_base import STORE_FILE, KnowledgeBase, is_knowledge_base
 from ragspine.llm import LLMProvider
+from ragspine.retrieval.hybrid import RERANK_DEPTH
 from ragspine.retrieval.link.snippet import ResultList, Snippet
 from ragspine.retrieval.postprocess.base import Postprocessor
 from ragspine.retrieval.postprocess.factory import make_postprocessor
@@ -125,10 +126,12 @@ class NarrativeIndexRetriever:
     def retrieve(
         self, query: str, *, filters: Mapping[str, Any] | None = None, top_k: int = 50
     ) -> ResultList[dict[str, Any]]:
+        # a post-processor chooses the top_k from a deeper pool (MMR needs alternatives)
+        depth = top_k if self.postprocessor is None else max(top_k, RERANK_DEPTH)
         found = search_with_retry(
             self.index,
             query,
-            top_k=top_k,
+            top_k=depth,
             filters=filters,
             mode=self.mode,
             rerank=self.reranker,
@@ -138,7 +141,7 @@ class NarrativeIndexRetriever:
         dropped = found.filters_dropped
         snippets = [s for s in found if not is_restricted(s.sensitivity)]  # exit 2 (R1)
         if self.postprocessor is not None:
-            snippets = self.postprocessor.process(query, snippets)
+            snippets = self.postprocessor.process(query, snippets, top_k)
         return ResultList(
             (
                 snippet_dict(s, filters_dropped=dropped)

@@ -1,4 +1,5 @@
-"""The post-processing seam: reorder, drop or annotate the final snippets (R60)."""
+"""The post-processing seam: choose, reorder or annotate the final ``top_k`` snippets from a
+deeper pool (R60)."""
 
 from __future__ import annotations
 
@@ -9,4 +10,4 @@ from ragspine.retrieval.link.snippet import Snippet
 
 @runtime_checkable
 class Postprocessor(Protocol):
-    def process(self, query: str, snippets: list[Snippet]) -> list[Snippet]: ...
+    def process(self, query: str, snippets: list[Snippet], top_k: int) -> list[Snippet]: ...

@@ -50,7 +50,8 @@ class ExtractiveCompressor:
             parts.append(text[spans[i][0] : spans[i][1]])
         return "".join(parts)
 
-    def process(self, query: str, snippets: list[Snippet]) -> list[Snippet]:
+    def process(self, query: str, snippets: list[Snippet], top_k: int) -> list[Snippet]:
         return [
-            replace(s, prompt_text=self.compress(query, s.prompt_text or s.text)) for s in snippets
+            replace(s, prompt_text=self.compress(query, s.prompt_text or s.text))
+            for s in snippets[:top_k]
         ]

@@ -16,15 +16,16 @@ POSTPROCESSOR_NAMES = ("mmr", "lost_in_middle", "compress", "none")
 
 
 class PostprocessorChain:
-    """Post-processors applied in order, each seeing the previous one's list."""
+    """Post-processors applied in order, each seeing the previous one's list; the result holds
+    at most ``top_k`` snippets."""
 
     def __init__(self, stages: Sequence[Postprocessor]) -> None:
         self.stages = tuple(stages)
 
-    def process(self, query: str, snippets: list[Snippet]) -> list[Snippet]:
+    def process(self, query: str, snippets: list[Snippet], top_k: int) -> list[Snippet]:
         for stage in self.stages:
-            snippets = stage.process(query, snippets)
-        return snippets
+            snippets = stage.process(query, snippets, top_k)
+        return snippets[:top_k]
 
 
 def make_postprocessor(

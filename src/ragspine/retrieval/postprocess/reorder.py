@@ -16,7 +16,7 @@ from ragspine.retrieval.vector.embedding_backends import EmbeddingBackend, embed
 
 
 class MMR:
-    """Maximal Marginal Relevance: pick, one by one, the snippet maximising
+    """Maximal Marginal Relevance: pick ``top_k`` from the pool, one by one, each maximising
     ``λ · relevance − (1 − λ) · max cosine to those already picked``."""
 
     name = "mmr"
@@ -27,15 +27,15 @@ class MMR:
         self.backend = backend
         self.lambda_ = lambda_
 
-    def process(self, query: str, snippets: list[Snippet]) -> list[Snippet]:
+    def process(self, query: str, snippets: list[Snippet], top_k: int) -> list[Snippet]:
         if len(snippets) < 3:
-            return list(snippets)
+            return list(snippets[:top_k])
         vectors = embed_matrix(self.backend, [s.text for s in snippets], kind="passage")
         similarity = vectors @ vectors.T
         scores = unit_range(prior_scores(snippets))
         chosen: list[int] = []
         left = list(range(len(snippets)))
-        while left:
+        while left and len(chosen) < top_k:
             redundancy = (
                 similarity[np.ix_(left, chosen)].max(axis=1) if chosen else np.zeros(len(left))
             )
@@ -51,5 +51,6 @@ class LostInTheMiddle:
 
     name = "lost_in_middle"
 
-    def process(self, query: str, snippets: list[Snippet]) -> list[Snippet]:
-        return list(snippets[0::2]) + list(reversed(snippets[1::2]))
+    def process(self, query: str, snippets: list[Snippet], top_k: int) -> list[Snippet]:
+        head = snippets[:top_k]
+        return list(head[0::2]) + list(reversed(head[1::2]))
