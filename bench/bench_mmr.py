@@ -16,10 +16,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATASETS, print_table, write_result
+from common import load_dataset, print_table, write_result
 
 from ragspine.config import default_eval_cache
-from ragspine.eval.beir import load_beir
 from ragspine.eval.metrics import mean_metrics, per_query_metrics
 from ragspine.eval.runner import open_eval_kb
 from ragspine.retrieval.hybrid import RERANK_DEPTH
@@ -44,10 +43,9 @@ def main() -> int:
     parser.add_argument("--lambda", dest="lambda_", type=float, default=0.7)
     parser.add_argument("--cache", type=Path, default=Path(default_eval_cache()))
     args = parser.parse_args()
-    if not (DATASETS / args.dataset).is_dir():
-        print(f"no dataset {args.dataset} under {DATASETS}; nothing to measure", file=sys.stderr)
+    data = load_dataset(args.dataset)
+    if data is None:
         return 0
-    data = load_beir(DATASETS / args.dataset)
     queries = dict(list(data.judged_queries().items())[: args.queries])
     ekb = open_eval_kb(data, args.cache, None, "auto")
     backend = ekb.kb.embedding

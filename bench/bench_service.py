@@ -31,10 +31,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from common import DATASETS, print_table, write_result
+from common import load_dataset, print_table, write_result
 
 from ragspine.config import default_eval_cache
-from ragspine.eval.beir import load_beir
 from ragspine.eval.runner import open_eval_kb
 from ragspine.retrieval.vector.embedding_backends import auto_embedding_spec
 from tests.serve.server import create_key, served
@@ -165,10 +164,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--cache", type=Path, default=Path(default_eval_cache()))
     args = parser.parse_args()
-    if not (DATASETS / args.dataset).is_dir():
-        print(f"no dataset {args.dataset} under {DATASETS}; nothing to measure", file=sys.stderr)
+    data = load_dataset(args.dataset)
+    if data is None:
         return 0
-    data = load_beir(DATASETS / args.dataset)
     queries = list(data.judged_queries().values())[: args.queries]
     ekb = open_eval_kb(data, args.cache, None, "auto")
     source = ekb.kb.path

@@ -20,10 +20,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATASETS, print_table, write_result
+from common import load_dataset, print_table, write_result
 
 from ragspine.config import default_eval_cache, llm_settings
-from ragspine.eval.beir import load_beir
 from ragspine.eval.metrics import mean_metrics, per_query_metrics
 from ragspine.eval.runner import open_eval_kb
 from ragspine.retrieval.query import make_query_pipeline
@@ -51,10 +50,9 @@ def main() -> int:
         print("set RAGSPINE_LLM_BASE_URL (and RAGSPINE_LLM_MODEL) to measure the query "
               "transforms against a chat model; nothing measured", file=sys.stderr)  # fmt: skip
         return 0
-    if not (DATASETS / args.dataset).is_dir():
-        print(f"no dataset {args.dataset} under {DATASETS}; nothing to measure", file=sys.stderr)
+    data = load_dataset(args.dataset)
+    if data is None:
         return 0
-    data = load_beir(DATASETS / args.dataset)
     queries = dict(list(data.judged_queries().items())[: args.queries])
     qrels = {q: data.qrels[q] for q in queries}
     ekb = open_eval_kb(data, args.cache, None, "auto")

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 from typing import Any, TypeVar
+
+from ragspine.eval.beir import BeirDataset, load_beir
 
 REPO = Path(__file__).resolve().parent.parent
 DATASETS = Path(os.environ.get("RAGSPINE_DATASETS", REPO.parent / "shared" / "datasets"))
@@ -43,3 +46,12 @@ def print_table(title: str, header: list[str], rows: list[list[Any]]) -> None:
     for row in rows:
         cells = [f"{c:.4f}" if isinstance(c, float) else str(c) for c in row]
         print("| " + " | ".join(cells) + " |")
+
+
+def load_dataset(name: str) -> BeirDataset | None:
+    """The shared dataset ``name``, or None after saying it is absent (benchmarks then
+    measure nothing and exit cleanly)."""
+    if not (DATASETS / name).is_dir():
+        print(f"no dataset {name} under {DATASETS}; nothing to measure", file=sys.stderr)
+        return None
+    return load_beir(DATASETS / name)

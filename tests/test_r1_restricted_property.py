@@ -14,6 +14,7 @@ import json
 import re
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,34 @@ def spy_model(path: str, body: dict[str, Any], headers: dict[str, str]) -> tuple
     else:
         answer = list(reversed(range(n)))
     return 200, {"choices": [{"message": {"role": "assistant", "content": json.dumps(answer)}}]}
+
+
+def is_restricted_label(label: str) -> bool:
+    """The test's own reading of R1's rule (not the code under test)."""
+    return label.strip().upper() == "RESTRICTED"
+
+
+@contextmanager
+def generated_kb(
+    corpus: list[tuple[list[str], str]],
+) -> Iterator[tuple[KnowledgeBase, list[str]]]:
+    """A knowledge base of the generated documents (each RESTRICTED one carrying its own
+    marker word), and those markers."""
+    markers = [marker(i) for i, (_, label) in enumerate(corpus) if is_restricted_label(label)]
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        KnowledgeBase(Path(scratch) / "kb", embedding="deterministic") as kb,
+    ):
+        kb.add_documents(
+            Document(
+                f"d{i}",
+                " ".join(words) + (f" {marker(i)}" if is_restricted_label(label) else ""),
+                sensitivity=label or "PUBLIC",
+                metadata={"year": 2024},
+            )
+            for i, (words, label) in enumerate(corpus)
+        )
+        yield kb, markers
 
 
 def transform_answer(system: str, user: str) -> str:
@@ -128,33 +157,23 @@ def test_r1_restricted_text_never_reaches_a_prompt_or_leaves_the_link(
     @given(documents, queries)
     def check(corpus: list[tuple[list[str], str]], asked: list[tuple[Any, ...]]) -> None:
         nonlocal cases
-        markers = [marker(i) for i, (_, label) in enumerate(corpus)
-                   if label.strip().upper() == "RESTRICTED"]  # fmt: skip
-        with tempfile.TemporaryDirectory() as scratch:
-            kb = KnowledgeBase(Path(scratch) / "kb", embedding="deterministic")
-            with kb:
-                kb.add_documents(
-                    Document(f"d{i}", " ".join(words) + (
-                        f" {marker(i)}" if label.strip().upper() == "RESTRICTED" else ""),
-                        sensitivity=label or "PUBLIC", metadata={"year": 2024})
-                    for i, (words, label) in enumerate(corpus)
-                )  # fmt: skip
-                for query, mode, spec, filters, top_k in asked:
-                    if spec not in chains:
-                        chains[spec] = make_reranker(spec, provider=provider)
-                    chain = chains[spec]
-                    first_request = len(seen)
-                    # a caller with clearance: RESTRICTED may come back, but no model sees it
-                    kb.search(query, top_k=top_k, mode=mode, rerank=chain, filters=filters)
-                    link = NarrativeIndexRetriever(kb, reranker=chain, mode=mode)
-                    snippets = link.retrieve(query, filters=filters, top_k=top_k)
-                    exposed = json.dumps([r["body"] for r in seen[first_request:]])
-                    exposed += json.dumps(list(snippets), ensure_ascii=False)
-                    exposed += format_context(snippets)
-                    leaked = [m for m in markers if m in exposed]
-                    assert not leaked, f"RESTRICTED text leaked for {query!r}, {mode}, {spec}"
-                    assert all(s["sensitivity"].strip().upper() != "RESTRICTED" for s in snippets)
-                    cases += 1
+        with generated_kb(corpus) as (kb, markers):
+            for query, mode, spec, filters, top_k in asked:
+                if spec not in chains:
+                    chains[spec] = make_reranker(spec, provider=provider)
+                chain = chains[spec]
+                first_request = len(seen)
+                # a caller with clearance: RESTRICTED may come back, but no model sees it
+                kb.search(query, top_k=top_k, mode=mode, rerank=chain, filters=filters)
+                link = NarrativeIndexRetriever(kb, reranker=chain, mode=mode)
+                snippets = link.retrieve(query, filters=filters, top_k=top_k)
+                exposed = json.dumps([r["body"] for r in seen[first_request:]])
+                exposed += json.dumps(list(snippets), ensure_ascii=False)
+                exposed += format_context(snippets)
+                leaked = [m for m in markers if m in exposed]
+                assert not leaked, f"RESTRICTED text leaked for {query!r}, {mode}, {spec}"
+                assert not any(is_restricted_label(s["sensitivity"]) for s in snippets)
+                cases += 1
 
     check()
     assert cases >= REQUIRED_CASES, f"only {cases} cases ran"
@@ -193,30 +212,20 @@ def test_r1_query_transforms_never_show_a_model_restricted_text(
         corpus: list[tuple[list[str], str]], asked: list[tuple[Any, ...]], options: dict[str, Any]
     ) -> None:
         nonlocal cases
-        markers = [marker(i) for i, (_, label) in enumerate(corpus)
-                   if label.strip().upper() == "RESTRICTED"]  # fmt: skip
-        with tempfile.TemporaryDirectory() as scratch:
-            kb = KnowledgeBase(Path(scratch) / "kb", embedding="deterministic")
-            with kb:
-                kb.add_documents(
-                    Document(f"d{i}", " ".join(words) + (
-                        f" {marker(i)}" if label.strip().upper() == "RESTRICTED" else ""),
-                        sensitivity=label or "PUBLIC", metadata={"year": 2024})
-                    for i, (words, label) in enumerate(corpus)
-                )  # fmt: skip
-                gate, grade = SafetyGate(["acme"]), CorrectiveGrade(min_bm25=1.0)
-                pipeline = QueryPipeline(kb, provider=provider, gate=gate, grade=grade, **options)
-                try:
-                    for query, mode, _, filters, top_k in asked:
-                        first_request = len(seen)
-                        found = pipeline.search(query, top_k=top_k, mode=mode, filters=filters)
-                        exposed = json.dumps([r["body"] for r in seen[first_request:]])
-                        exposed += json.dumps([*found.queries, *found.rejected_queries])
-                        assert not [m for m in markers if m in exposed], (query, options)
-                        assert all("acme" not in q.lower() or q == query for q in found.queries)
-                        cases += 1
-                finally:
-                    pipeline.close()
+        with generated_kb(corpus) as (kb, markers):
+            gate, grade = SafetyGate(["acme"]), CorrectiveGrade(min_bm25=1.0)
+            pipeline = QueryPipeline(kb, provider=provider, gate=gate, grade=grade, **options)
+            try:
+                for query, mode, _, filters, top_k in asked:
+                    first_request = len(seen)
+                    found = pipeline.search(query, top_k=top_k, mode=mode, filters=filters)
+                    exposed = json.dumps([r["body"] for r in seen[first_request:]])
+                    exposed += json.dumps([*found.queries, *found.rejected_queries])
+                    assert not [m for m in markers if m in exposed], (query, options)
+                    assert all("acme" not in q.lower() or q == query for q in found.queries)
+                    cases += 1
+            finally:
+                pipeline.close()
 
     check()
     assert cases >= TRANSFORM_EXAMPLES * QUERIES_PER_EXAMPLE, f"only {cases} cases ran"

@@ -14,7 +14,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -286,11 +286,13 @@ def _reranked_documents(
     """Documents in reranked order: each document's best chunk among the first
     ``RERANK_DEPTH`` goes through the chain, the rest keep their places after them."""
     doc_ids = ranking.doc_ids or []
-    head = Ranking(
-        ranking.slots[:RERANK_DEPTH],
-        ranking.chunk_ids[:RERANK_DEPTH],
-        {k: v[:RERANK_DEPTH] for k, v in ranking.scores.items()},
-    )
+    head = replace(
+        ranking,
+        slots=ranking.slots[:RERANK_DEPTH],
+        chunk_ids=ranking.chunk_ids[:RERANK_DEPTH],
+        scores={k: v[:RERANK_DEPTH] for k, v in ranking.scores.items()},
+        doc_ids=None,
+    )  # same snapshot as the ranking: snippets are fetched as they were ranked
     document_of = dict(zip(ranking.chunk_ids, doc_ids))
     outcome = chain.apply(query, kb.snippets(head))
     degraded.extend(outcome.degraded_reasons)

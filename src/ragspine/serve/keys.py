@@ -40,9 +40,6 @@ class ApiKey:
     revoked: bool = False
     label: str = ""
 
-    def grants(self, kb: str) -> bool:
-        return ALL_KNOWLEDGE_BASES in self.kbs or kb in self.kbs
-
     def describe(self) -> dict[str, Any]:
         """Everything but the digest."""
         return {k: v for k, v in asdict(self).items() if k != "digest"}
@@ -56,11 +53,10 @@ class Access:
     read: bool = True
     write: bool = True
     clearance: bool = True
-    key_id: str | None = None
 
     @classmethod
     def of(cls, key: ApiKey) -> Access:
-        return cls(key.kbs, key.read, key.write, key.clearance, key.key_id)
+        return cls(key.kbs, key.read, key.write, key.clearance)
 
     def grants(self, kb: str) -> bool:
         return ALL_KNOWLEDGE_BASES in self.kbs or kb in self.kbs
