@@ -6,7 +6,6 @@ import asyncio
 import importlib
 import sqlite3
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +19,6 @@ from ragspine import InvalidArgumentError, KnowledgeBase
 from ragspine.integrations.langchain import NO_RESULTS, RagspineRetriever, as_tool
 from ragspine.retrieval.link.narrative_link import NarrativeIndexRetriever
 from tests.integrations.corpus import CORPUS, MARKER, QUERY
-
-
-@pytest.fixture(scope="module")
-def knowledge_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeBase]:
-    """One lexical knowledge base for the module: building it is the slow part."""
-    kb = KnowledgeBase(tmp_path_factory.mktemp("langchain") / "kb", embedding="none")
-    kb.add_documents(CORPUS)
-    yield kb
-    kb.close()
 
 
 @pytest.fixture

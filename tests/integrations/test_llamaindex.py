@@ -9,7 +9,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,15 +44,6 @@ OFFLINE_SCRIPT = textwrap.dedent(
     print(json.dumps({"attempts": attempts, "ids": ids, "rendered": all(texts)}))
     """
 )
-
-
-@pytest.fixture(scope="module")
-def knowledge_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeBase]:
-    """One lexical knowledge base for the module: building it is the slow part."""
-    kb = KnowledgeBase(tmp_path_factory.mktemp("llamaindex") / "kb", embedding="none")
-    kb.add_documents(CORPUS)
-    yield kb
-    kb.close()
 
 
 @pytest.fixture
