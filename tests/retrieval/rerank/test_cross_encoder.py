@@ -26,3 +26,9 @@ def test_r55_comma_separated_specs_chain_in_order() -> None:
 def test_r6_unknown_or_unavailable_rerankers_are_clear_errors(spec: str) -> None:
     with pytest.raises(InvalidArgumentError, match=r"reranker|model"):
         make_reranker(spec)
+
+
+@pytest.mark.parametrize(("spec", "kind"), [("colbert", "ColBERT"), ("splade", "SPLADE")])
+def test_r54_colbert_and_splade_say_no_model_installs_offline(spec: str, kind: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=rf"{kind} .*none ships in a package"):
+        make_reranker(spec)
